@@ -1,0 +1,1 @@
+"""Beam pipeline entry points (thin CLIs)."""

@@ -1,0 +1,58 @@
+"""Shared CLI plumbing: offline local runner, one-line user errors, output paths."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from sampler.errors import UserError
+
+LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+
+
+def make_runner(name: str | None):
+    """The runner to use. Local runs use Beam's FnApiRunner directly.
+
+    Beam 2.77's DirectRunner first tries to download and start Prism, which
+    needs the network; going straight to the FnApiRunner keeps local runs
+    offline and deterministic. Multi-process local runs still work with
+    `--direct_running_mode=multi_processing --direct_num_workers=N`.
+    """
+    if name in LOCAL_RUNNERS:
+        return FnApiRunner()
+    return name
+
+
+def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:
+    """Beam's options from every flag the CLI did not take itself."""
+    extra = [] if runner in LOCAL_RUNNERS else [f"--runner={runner}"]
+    return PipelineOptions(list(beam_args) + extra)
+
+
+_SHARDED = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
+
+
+def output_shards(pattern: str) -> tuple[str, int, str | None]:
+    """(file prefix, number of shards, shard name template) for `path` or `path@N`."""
+    match = _SHARDED.match(pattern)
+    if match:
+        count = int(match.group("count"))
+        if count < 1:
+            raise UserError(f"--output_samples {pattern}: the shard count must be at least 1")
+        return match.group("base"), count, None
+    return pattern, 1, ""
+
+
+def run_main(main_fn, argv=None) -> int:
+    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        main_fn(sys.argv[1:] if argv is None else argv)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

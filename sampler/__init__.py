@@ -1,0 +1,1 @@
+"""Beam-free kernels and thin Beam transforms for sampling and partitioning graphs."""

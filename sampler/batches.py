@@ -1,0 +1,227 @@
+"""Columnar batches of nodes and edges keyed by fingerprints (numpy only).
+
+These are the units the Beam transforms move: one batch per (shard) or
+(bucket), never one element per node or edge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+
+from sampler import ids
+from sampler.features import NUMPY_DTYPE, FeatureSpec
+
+
+def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
+    """A canonical Arrow column as (n,) or (n, width) numpy in the canonical dtype."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    n = len(column)
+    if spec.shape:
+        values = column.flatten()
+        out = values.to_numpy(zero_copy_only=False)
+        return np.asarray(out, dtype=NUMPY_DTYPE[spec.kind]).reshape(n, spec.width)
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=NUMPY_DTYPE[spec.kind])
+
+
+def take_features(features: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: col[index] for name, col in features.items()}
+
+
+def concat_features(parts: list[dict[str, np.ndarray]], specs: dict[str, FeatureSpec]):
+    out = {}
+    for name, spec in specs.items():
+        cols = [p[name] for p in parts]
+        if cols:
+            out[name] = np.concatenate(cols)
+        else:
+            shape = (0, spec.width) if spec.shape else (0,)
+            out[name] = np.zeros(shape, dtype=NUMPY_DTYPE[spec.kind])
+    return out
+
+
+def _bytes_array(values) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+@dataclasses.dataclass
+class NodeBatch:
+    """Rows of one node set: fingerprints, string ids and features."""
+
+    fp: np.ndarray  # uint64
+    ids: np.ndarray  # object array of bytes
+    features: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.fp)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, specs: dict[str, FeatureSpec], id_column="#id"):
+        id_col = table.column(id_column).combine_chunks()
+        feats = {name: column_to_numpy(table.column(name), spec) for name, spec in specs.items()}
+        return cls(ids.fingerprint(id_col), _bytes_array(id_col.to_pylist()), feats)
+
+    def take(self, index: np.ndarray) -> NodeBatch:
+        return NodeBatch(self.fp[index], self.ids[index], take_features(self.features, index))
+
+    @classmethod
+    def concat(cls, parts: list[NodeBatch], specs: dict[str, FeatureSpec]) -> NodeBatch:
+        return cls(
+            np.concatenate([p.fp for p in parts]) if parts else np.zeros(0, np.uint64),
+            np.concatenate([p.ids for p in parts]) if parts else _bytes_array([]),
+            concat_features([p.features for p in parts], specs),
+        )
+
+
+@dataclasses.dataclass
+class EdgeBatch:
+    """Rows of one edge set as (source fp, target fp, features), already un-reversed."""
+
+    src: np.ndarray  # uint64
+    dst: np.ndarray  # uint64
+    features: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def from_table(cls, table: pa.Table, specs: dict[str, FeatureSpec], reversed_: bool):
+        src = ids.fingerprint(table.column("#source"))
+        dst = ids.fingerprint(table.column("#target"))
+        if reversed_:
+            src, dst = dst, src
+        feats = {name: column_to_numpy(table.column(name), spec) for name, spec in specs.items()}
+        return cls(src, dst, feats)
+
+    def take(self, index: np.ndarray) -> EdgeBatch:
+        return EdgeBatch(self.src[index], self.dst[index], take_features(self.features, index))
+
+    @classmethod
+    def concat(cls, parts: list[EdgeBatch], specs: dict[str, FeatureSpec]) -> EdgeBatch:
+        empty = np.zeros(0, np.uint64)
+        return cls(
+            np.concatenate([p.src for p in parts]) if parts else empty,
+            np.concatenate([p.dst for p in parts]) if parts else empty,
+            concat_features([p.features for p in parts], specs),
+        )
+
+
+@dataclasses.dataclass
+class SampleNodes:
+    """(sample, node) pairs: a frontier, or the nodes a sample needs features for."""
+
+    sample: np.ndarray  # uint64 sample keys
+    node: np.ndarray  # uint64 node fingerprints
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def take(self, index) -> SampleNodes:
+        return SampleNodes(self.sample[index], self.node[index])
+
+    @classmethod
+    def concat(cls, parts: list[SampleNodes]) -> SampleNodes:
+        if not parts:
+            return cls(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        return cls(
+            np.concatenate([p.sample for p in parts]), np.concatenate([p.node for p in parts])
+        )
+
+    def unique(self) -> SampleNodes:
+        """Sorted by (sample, node) without duplicates."""
+        if len(self) == 0:
+            return self
+        order = np.lexsort((self.node, self.sample))
+        s, n = self.sample[order], self.node[order]
+        keep = np.ones(len(s), dtype=bool)
+        keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
+        return SampleNodes(s[keep], n[keep])
+
+
+@dataclasses.dataclass
+class SampledEdges:
+    """Edges chosen for samples, with their features, ready for assembly."""
+
+    sample: np.ndarray  # uint64
+    src: np.ndarray  # uint64
+    dst: np.ndarray  # uint64
+    edge_key: np.ndarray  # uint64: identifies the edge among parallel edges
+    features: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def take(self, index) -> SampledEdges:
+        return SampledEdges(
+            self.sample[index],
+            self.src[index],
+            self.dst[index],
+            self.edge_key[index],
+            take_features(self.features, index),
+        )
+
+    @classmethod
+    def concat(cls, parts: list[SampledEdges], specs: dict[str, FeatureSpec]) -> SampledEdges:
+        def cat(attr):
+            return (
+                np.concatenate([getattr(p, attr) for p in parts])
+                if parts
+                else np.zeros(0, np.uint64)
+            )
+
+        return cls(
+            cat("sample"),
+            cat("src"),
+            cat("dst"),
+            cat("edge_key"),
+            concat_features([p.features for p in parts], specs),
+        )
+
+
+@dataclasses.dataclass
+class SampleNodeRows:
+    """Node rows requested by samples: which sample, and the node's row."""
+
+    sample: np.ndarray  # uint64
+    rows: NodeBatch
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def take(self, index) -> SampleNodeRows:
+        return SampleNodeRows(self.sample[index], self.rows.take(index))
+
+
+@dataclasses.dataclass
+class Seeds:
+    """Seed occurrences: one row per subgraph to produce."""
+
+    sample: np.ndarray  # uint64 fingerprint of sample_id
+    sample_id: np.ndarray  # object array of bytes
+    seed_id: np.ndarray  # object array of bytes
+    node: np.ndarray  # uint64 fingerprint of seed_id
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def take(self, index) -> Seeds:
+        return Seeds(
+            self.sample[index], self.sample_id[index], self.seed_id[index], self.node[index]
+        )
+
+    @classmethod
+    def concat(cls, parts: list[Seeds]) -> Seeds:
+        if not parts:
+            e = np.zeros(0, np.uint64)
+            return cls(e, _bytes_array([]), _bytes_array([]), e)
+        return cls(
+            np.concatenate([p.sample for p in parts]),
+            np.concatenate([p.sample_id for p in parts]),
+            np.concatenate([p.seed_id for p in parts]),
+            np.concatenate([p.node for p in parts]),
+        )

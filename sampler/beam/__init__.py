@@ -1,0 +1,1 @@
+"""Thin Beam PTransforms wiring the numpy/Arrow kernels of `sampler`."""

@@ -1,0 +1,210 @@
+"""PTransforms that read a Unigraph into sharded node tables and adjacency lists.
+
+Every element is a batch: (shard, NodeTable) and (shard, Adjacency) hold all
+nodes / out-edges whose (source) fingerprint falls in that shard.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from sampler import graph_io, keys
+from sampler.adjacency import build_adjacency, build_node_table
+from sampler.batches import EdgeBatch, NodeBatch, _bytes_array
+from sampler.io import readers
+from sampler.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
+
+NAMESPACE = "sampler"
+
+
+class ReadNodeSet(beam.PTransform):
+    """Reads one node set's table into NodeBatches."""
+
+    def __init__(self, info: NodeSetInfo):
+        super().__init__()
+        self._info = info
+        self._files = graph_io.table_files(info.filename)
+
+    class _ReadFile(beam.DoFn):
+        def __init__(self, info: NodeSetInfo):
+            self._info = info
+            self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
+
+        def process(self, path_fmt):
+            for batch in graph_io.read_node_file(*path_fmt, self._info):
+                self._rows.update(len(batch))
+                yield batch
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Files" >> beam.Create(self._files)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(self._ReadFile(self._info))
+        )
+
+
+class ReadEdgeSet(beam.PTransform):
+    """Reads one edge set's table: EdgeBatches, plus tagged ids of latent endpoint sets."""
+
+    def __init__(self, graph: GraphInfo, info: EdgeSetInfo):
+        super().__init__()
+        self._info = info
+        self._ends = graph_io.latent_ends(graph, info)
+        self._files = graph_io.table_files(info.filename)
+
+    class _ReadFile(beam.DoFn):
+        def __init__(self, info: EdgeSetInfo, ends: dict[str, str]):
+            self._info = info
+            self._ends = ends
+            self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
+
+        def process(self, path_fmt):
+            for batch, end_ids in graph_io.read_edge_file(*path_fmt, self._info, tuple(self._ends)):
+                self._rows.update(len(batch))
+                yield batch
+                for column, rows in end_ids.items():
+                    yield beam.pvalue.TaggedOutput(self._ends[column], rows)
+
+    def expand(self, pbegin):
+        tags = sorted(set(self._ends.values()))
+        return (
+            pbegin
+            | "Files" >> beam.Create(self._files)
+            | "Spread" >> beam.Reshuffle()
+            | "Read"
+            >> beam.ParDo(self._ReadFile(self._info, self._ends)).with_outputs(*tags, main="edges")
+        )
+
+
+class _SplitByShard(beam.DoFn):
+    def __init__(self, num_shards: int, fp_attr: str):
+        self._num_shards = num_shards
+        self._fp_attr = fp_attr
+
+    def process(self, batch):
+        for shard, index in keys.by_shard(getattr(batch, self._fp_attr), self._num_shards):
+            yield shard, batch.take(index)
+
+
+class BuildNodeTables(beam.PTransform):
+    """NodeBatches -> (shard, NodeTable), duplicates dropped and counted."""
+
+    def __init__(self, info: NodeSetInfo, num_shards: int, count_duplicates: bool):
+        super().__init__()
+        self._info = info
+        self._num_shards = num_shards
+        self._count_duplicates = count_duplicates
+
+    class _Build(beam.DoFn):
+        def __init__(self, info: NodeSetInfo, count_duplicates: bool):
+            self._info = info
+            self._count_duplicates = count_duplicates
+            self._duplicates = Metrics.counter(NAMESPACE, f"duplicate_node_ids/{info.name}")
+
+        def process(self, shard_parts):
+            shard, parts = shard_parts
+            table = build_node_table(NodeBatch.concat(list(parts), self._info.features))
+            if self._count_duplicates:
+                self._duplicates.inc(table.duplicates)
+            yield shard, table
+
+    def expand(self, batches):
+        return (
+            batches
+            | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, "fp"))
+            | "Group" >> beam.GroupByKey()
+            | "Build" >> beam.ParDo(self._Build(self._info, self._count_duplicates))
+        )
+
+
+class BuildAdjacency(beam.PTransform):
+    """EdgeBatches -> (shard, Adjacency) keyed by the shard of the source node."""
+
+    def __init__(self, info: EdgeSetInfo, num_shards: int, plan: SamplingPlan):
+        super().__init__()
+        self._info = info
+        self._num_shards = num_shards
+        self._weight = WEIGHT_FEATURE if info.name in plan.weighted_edge_sets() else None
+
+    class _Build(beam.DoFn):
+        def __init__(self, info: EdgeSetInfo, weight: str | None):
+            self._info = info
+            self._weight = weight
+            self._edges = Metrics.distribution(NAMESPACE, f"adjacency_shard_edges/{info.name}")
+
+        def process(self, shard_parts):
+            shard, parts = shard_parts
+            adjacency = build_adjacency(
+                EdgeBatch.concat(list(parts), self._info.features), self._weight
+            )
+            self._edges.update(adjacency.num_edges)
+            yield shard, adjacency
+
+    def expand(self, batches):
+        return (
+            batches
+            | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, "src"))
+            | "Group" >> beam.GroupByKey()
+            | "Build" >> beam.ParDo(self._Build(self._info, self._weight))
+        )
+
+
+class ReadGraph(beam.PTransform):
+    """Reads every table of the schema: ({node set: tables}, {edge set: adjacency})."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, num_shards: int):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._num_shards = num_shards
+
+    def expand(self, pbegin):
+        graph, shards = self._graph, self._num_shards
+        node_batches = {name: [] for name in graph.node_sets}
+        for name, info in graph.node_sets.items():
+            if info.filename:
+                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info))
+        adjacency = {}
+        for name, info in graph.edge_sets.items():
+            read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info)
+            for node_set in sorted(set(graph_io.latent_ends(graph, info).values())):
+                node_batches[node_set].append(read[node_set])
+            adjacency[name] = read.edges | f"Adjacency/{name}" >> BuildAdjacency(
+                info, shards, self._plan
+            )
+        tables = {}
+        for name, info in graph.node_sets.items():
+            if not node_batches[name]:
+                node_batches[name].append(
+                    pbegin | f"NoNodes/{name}" >> beam.Create([]).with_output_types(NodeBatch)
+                )
+            tables[name] = (
+                node_batches[name]
+                | f"AllNodes/{name}" >> beam.Flatten()
+                | f"NodeTable/{name}" >> BuildNodeTables(info, shards, bool(info.filename))
+            )
+        return tables, adjacency
+
+
+class ReadSeedIds(beam.PTransform):
+    """A seed table's `#id` column as object arrays of bytes (duplicates kept)."""
+
+    def __init__(self, pattern: str):
+        super().__init__()
+        self._files = graph_io.table_files(pattern)
+
+    class _ReadFile(beam.DoFn):
+        def process(self, path_fmt):
+            for column in readers.read_ids(*path_fmt):
+                yield _bytes_array(column.to_pylist())
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "Files" >> beam.Create(self._files)
+            | "Spread" >> beam.Reshuffle()
+            | "Read" >> beam.ParDo(self._ReadFile())
+        )

@@ -1,0 +1,316 @@
+"""PTransforms that sample subgraphs from sharded node tables and adjacency lists.
+
+The plan, stage by stage:
+  Seeds        (shard, Seeds)            seed occurrences, sharded by seed node
+  Op/<name>    (shard, SampleNodes)      frontier joined with (shard, Adjacency)
+               -> SampledEdges           chosen edges, and their targets as the next frontier
+  Nodes/<set>  (shard, SampleNodes)      joined with (shard, NodeTable) -> node rows
+  Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
+  Assemble     (bucket, pieces)          -> serialized GraphTensor tf.Examples
+"""
+
+from __future__ import annotations
+
+import collections
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from sampler import ids, keys
+from sampler.adjacency import make_seeds
+from sampler.assemble import assemble, lookup_rows
+from sampler.batches import SampleNodes, Seeds
+from sampler.encode import encode_specs, encode_subgraph
+from sampler.plan import NODE, Op, SamplingPlan
+from sampler.sampling import all_out_edges, sample_frontier
+from sampler.schema import GraphInfo
+
+NAMESPACE = "sampler"
+SEEDS, NODES, EDGES = "seeds", "nodes", "edges"
+
+
+def _one(values, what: str):
+    values = list(values)
+    if len(values) > 1:
+        raise ValueError(f"expected at most one {what} per shard, got {len(values)}")
+    return values[0] if values else None
+
+
+class _SplitSampleNodes(beam.DoFn):
+    """SampleNodes -> (shard of node, SampleNodes)."""
+
+    def __init__(self, num_shards: int):
+        self._num_shards = num_shards
+
+    def process(self, batch: SampleNodes):
+        for shard, index in keys.by_shard(batch.node, self._num_shards):
+            yield shard, batch.take(index)
+
+
+class _ToBuckets(beam.DoFn):
+    """A per-sample piece -> (bucket, (kind, set name, piece)) by sample key."""
+
+    def __init__(self, kind: str, name: str, num_buckets: int):
+        self._kind = kind
+        self._name = name
+        self._num_buckets = num_buckets
+
+    def process(self, piece):
+        for bucket, index in keys.by_bucket(piece.sample, self._num_buckets):
+            yield bucket, (self._kind, self._name, piece.take(index))
+
+
+class SeedsFromNodeTable(beam.PTransform):
+    """Every node of the seed set once: (shard, Seeds)."""
+
+    class _Make(beam.DoFn):
+        def process(self, shard_table):
+            shard, table = shard_table
+            yield shard, make_seeds(table.rows.ids)
+
+    def expand(self, tables):
+        return tables | "MakeSeeds" >> beam.ParDo(self._Make())
+
+
+class SeedsFromIds(beam.PTransform):
+    """Seed id batches (object arrays) -> (shard, Seeds), one seed per occurrence."""
+
+    def __init__(self, num_shards: int):
+        super().__init__()
+        self._num_shards = num_shards
+
+    class _Split(beam.DoFn):
+        def __init__(self, num_shards: int):
+            self._num_shards = num_shards
+
+        def process(self, seed_ids: np.ndarray):
+            for shard, index in keys.by_shard(ids.fingerprint(seed_ids.tolist()), self._num_shards):
+                yield shard, seed_ids[index]
+
+    class _Make(beam.DoFn):
+        def process(self, shard_parts):
+            shard, parts = shard_parts
+            yield shard, make_seeds(np.concatenate(list(parts)))
+
+    def expand(self, seed_ids):
+        return (
+            seed_ids
+            | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
+            | "Group" >> beam.GroupByKey()
+            | "MakeSeeds" >> beam.ParDo(self._Make())
+        )
+
+
+class SampleOp(beam.PTransform):
+    """One sampling op: {frontier parts} x adjacency -> SampledEdges (unkeyed)."""
+
+    def __init__(self, op: Op, seed: int):
+        super().__init__()
+        self._op = op
+        self._seed = seed
+
+    class _Sample(beam.DoFn):
+        def __init__(self, op: Op, seed: int):
+            self._op = op
+            self._seed = seed
+            self._frontier = Metrics.distribution(NAMESPACE, f"frontier_rows/{op.name}")
+            self._sampled = Metrics.counter(NAMESPACE, f"sampled_edges/{op.name}")
+
+        def process(self, shard_groups):
+            _, groups = shard_groups
+            adjacency = _one(groups["adjacency"], "adjacency")
+            frontier = SampleNodes.concat(list(groups["frontier"])).unique()
+            if adjacency is None or len(frontier) == 0:
+                return
+            self._frontier.update(len(frontier))
+            op = self._op
+            edges = sample_frontier(
+                adjacency,
+                frontier,
+                sample_size=op.sample_size,
+                strategy=op.strategy,
+                op_key=op.key,
+                seed=self._seed,
+            )
+            self._sampled.inc(len(edges))
+            if len(edges):
+                yield edges
+
+    def expand(self, inputs):
+        frontier_parts, adjacency = inputs
+        frontier = frontier_parts | "Frontier" >> beam.Flatten()
+        return (
+            {"frontier": frontier, "adjacency": adjacency}
+            | "Join" >> beam.CoGroupByKey()
+            | "Sample" >> beam.ParDo(self._Sample(self._op, self._seed))
+        )
+
+
+class LookupNodes(beam.PTransform):
+    """(shard, SampleNodes) requests x (shard, NodeTable) -> SampleNodeRows."""
+
+    def __init__(self, node_set: str):
+        super().__init__()
+        self._node_set = node_set
+
+    class _Lookup(beam.DoFn):
+        def __init__(self, node_set: str):
+            self._missing = Metrics.counter(NAMESPACE, f"nodes_not_in_node_set/{node_set}")
+
+        def process(self, shard_groups):
+            _, groups = shard_groups
+            table = _one(groups["table"], "node table")
+            requests = SampleNodes.concat(list(groups["requests"]))
+            if len(requests) == 0:
+                return
+            if table is None:
+                self._missing.inc(len(requests.unique()))
+                return
+            rows, missing = lookup_rows(table, requests)
+            self._missing.inc(missing)
+            if len(rows):
+                yield rows
+
+    def expand(self, inputs):
+        requests, tables = inputs
+        return (
+            {"requests": requests, "table": tables}
+            | "Join" >> beam.CoGroupByKey()
+            | "Lookup" >> beam.ParDo(self._Lookup(self._node_set))
+        )
+
+
+class InducedEdges(beam.PTransform):
+    """Node aggregation: every out-edge of every sampled source node, per sample."""
+
+    class _AllEdges(beam.DoFn):
+        def process(self, shard_groups):
+            _, groups = shard_groups
+            adjacency = _one(groups["adjacency"], "adjacency")
+            frontier = SampleNodes.concat(list(groups["nodes"])).unique()
+            if adjacency is not None and len(frontier):
+                edges = all_out_edges(adjacency, frontier)
+                if len(edges):
+                    yield edges
+
+    def expand(self, inputs):
+        nodes, adjacency = inputs
+        return (
+            {"nodes": nodes, "adjacency": adjacency}
+            | "Join" >> beam.CoGroupByKey()
+            | "AllEdges" >> beam.ParDo(self._AllEdges())
+        )
+
+
+class AssembleExamples(beam.PTransform):
+    """(bucket, pieces) -> serialized GraphTensor tf.Examples, one per seed occurrence."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+
+    class _Assemble(beam.DoFn):
+        def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+            self._graph = graph
+            self._plan = plan
+            self._specs = None
+            self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
+            self._counters = {}
+
+        def setup(self):
+            self._specs = encode_specs(self._graph.schema)
+
+        def _inc(self, name: str, value: int):
+            if name not in self._counters:
+                self._counters[name] = Metrics.counter(NAMESPACE, name)
+            self._counters[name].inc(value)
+
+        def process(self, bucket_pieces):
+            _, pieces = bucket_pieces
+            seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
+            for kind, name, piece in pieces:
+                {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
+            seeds = Seeds.concat(seeds)
+            self._bucket_samples.update(len(seeds))
+            counters = collections.Counter()
+            for subgraph in assemble(self._graph, self._plan, seeds, nodes, edges, counters):
+                yield encode_subgraph(subgraph, self._specs)
+            for name, value in counters.items():
+                self._inc(name, value)
+
+    def expand(self, pieces):
+        return (
+            pieces
+            | "Flatten" >> beam.Flatten()
+            | "Group" >> beam.GroupByKey()
+            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan))
+        )
+
+
+class SampleSubgraphs(beam.PTransform):
+    """(shard, Seeds) + node tables + adjacency -> serialized GraphTensor tf.Examples."""
+
+    def __init__(
+        self, graph: GraphInfo, plan: SamplingPlan, *, seed: int, num_shards: int, num_buckets: int
+    ):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._seed = seed
+        self._num_shards = num_shards
+        self._num_buckets = num_buckets
+
+    def expand(self, inputs):
+        seeds, tables, adjacency = inputs
+        graph, plan, buckets = self._graph, self._plan, self._num_buckets
+        produced = {
+            plan.seed_op: seeds
+            | "SeedNodes" >> beam.MapTuple(lambda s, b: (s, SampleNodes(b.sample, b.node)))
+        }
+        sampled = collections.defaultdict(list)
+        for op in plan.ops:
+            frontier = tuple(produced[name] for name in op.inputs)
+            edges = (frontier, adjacency[op.edge_set]) | f"Op/{op.name}" >> SampleOp(op, self._seed)
+            sampled[op.edge_set].append(edges)
+            produced[op.name] = (
+                edges
+                | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst))
+                | f"TargetsByShard/{op.name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
+            )
+        pieces = [
+            seeds
+            | "SeedsToBuckets" >> beam.Values()
+            | "SeedBuckets" >> beam.ParDo(_ToBuckets(SEEDS, "", buckets))
+        ]
+        rows = {}
+        for name in graph.node_sets:
+            requests = [produced[op] for op in produced if plan.output_set(op) == name]
+            if not requests:
+                continue
+            rows[name] = (
+                tuple(requests) | f"Requests/{name}" >> beam.Flatten(),
+                tables[name],
+            ) | f"Nodes/{name}" >> LookupNodes(name)
+            pieces.append(
+                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(_ToBuckets(NODES, name, buckets))
+            )
+        if plan.aggregation == NODE:
+            sampled = {}
+            for name, info in graph.edge_sets.items():
+                if info.source not in rows:
+                    continue
+                present = (
+                    rows[info.source]
+                    | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
+                    | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
+                )
+                sampled[name] = [(present, adjacency[name]) | f"Induced/{name}" >> InducedEdges()]
+        for name, parts in sampled.items():
+            for i, edges in enumerate(parts):
+                pieces.append(
+                    edges
+                    | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(_ToBuckets(EDGES, name, buckets))
+                )
+        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)

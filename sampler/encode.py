@@ -1,0 +1,423 @@
+"""Sampled subgraphs as GraphTensor tf.Examples, and the schema that describes them.
+
+The record layout is exactly the one `tfgnn.parse_example` reads for the schema
+returned by `output_schema` (see tensorflow_gnn/graph/graph_tensor_io.py):
+
+  context/seed_id, context/sample_id       bytes_list, one value each
+  nodes/<set>.#size                        int64_list, one value: the node count
+  nodes/<set>.#id                          bytes_list, the node ids in output order
+  nodes/<set>.<feature>                    values of all nodes, flattened row-major
+  edges/<set>.#size                        int64_list, one value: the edge count
+  edges/<set>.#source, edges/<set>.#target int64_list, indices into the node sets
+  edges/<set>.<feature>                    values of all edges, flattened row-major
+
+Every node set and edge set of the schema is written, with all its features,
+even when the subgraph has none of its items (size 0, empty value lists).
+A Subgraph carries no other context features, so `encode_specs` rejects a
+schema with context features other than seed_id and sample_id (the parser
+would require them in every record).
+
+`encode_specs` does the schema work once; `encode_subgraph` then only checks
+array shapes and copies values. Float values go into the proto as one packed
+block of little-endian float32 (no Python float per value).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+from tensorflow.core.example import example_pb2
+from tensorflow.core.framework import types_pb2
+
+from sampler.errors import UserError
+from sampler.features import FeatureSpec, feature_spec, feature_specs
+from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
+
+if TYPE_CHECKING:
+    from tensorflow_gnn.proto.graph_schema_pb2 import GraphSchema
+
+ID = "#id"
+SIZE = "#size"
+SOURCE = "#source"
+TARGET = "#target"
+SEED_ID = "seed_id"
+SAMPLE_ID = "sample_id"
+SEED_ID_KEY = f"context/{SEED_ID}"
+SAMPLE_ID_KEY = f"context/{SAMPLE_ID}"
+_RESERVED = frozenset({SIZE, SOURCE, TARGET})
+
+# Accepted numpy dtype kinds per value kind; anything else is a ValueError.
+_ACCEPTED_KINDS = {"float": "fiub", "int": "iub", "bytes": "O"}
+
+
+# --------------------------------------------------------------------------- schema
+
+
+def output_schema(schema: GraphSchema) -> GraphSchema:
+    """A copy of `schema` describing the sampled records.
+
+    Adds DT_STRING scalar context features `seed_id` and `sample_id` and a
+    DT_STRING `#id` node feature to every node set, each unless already
+    declared, and clears `metadata.filename` and `metadata.cardinality` of the
+    context and of every set (they describe the full input graph). Other
+    metadata (`extra`, `bigquery`) is kept, as TF-GNN's sampler does.
+    """
+    out = type(schema)()
+    out.CopyFrom(schema)
+    for name in (SEED_ID, SAMPLE_ID):
+        if name not in out.context.features:
+            out.context.features[name].dtype = types_pb2.DT_STRING
+    for node_set in out.node_sets.values():
+        if ID not in node_set.features:
+            node_set.features[ID].dtype = types_pb2.DT_STRING
+    for set_ in [out.context, *out.node_sets.values(), *out.edge_sets.values()]:
+        if set_.HasField("metadata"):
+            set_.metadata.ClearField("filename")
+            set_.metadata.ClearField("cardinality")
+    return out
+
+
+# --------------------------------------------------------------------------- specs
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureKey:
+    """One feature of one set and its tf.Example key."""
+
+    spec: FeatureSpec
+    key: str  # e.g. "nodes/paper.feat"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSetEncoding:
+    name: str
+    size_key: str
+    id_key: str
+    features: tuple[FeatureKey, ...]  # sorted by name, without "#id"
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeSetEncoding:
+    name: str
+    source: str  # node set names
+    target: str
+    size_key: str
+    source_key: str
+    target_key: str
+    features: tuple[FeatureKey, ...]  # sorted by name
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodeSpecs:
+    """Everything `encode_subgraph` needs, computed once from the input schema."""
+
+    node_sets: dict[str, NodeSetEncoding]  # sorted by name
+    edge_sets: dict[str, EdgeSetEncoding]  # sorted by name
+
+
+def _check_string_scalar(feature, where: str, name: str) -> None:
+    spec = feature_spec(name, feature, where)
+    if spec.kind != "bytes" or spec.width != 1:
+        raise UserError(
+            f"{where}: feature '{name}' must be a DT_STRING scalar, the sampler writes ids into it"
+        )
+
+
+def _feature_keys(feature_map, where: str, prefix: str) -> tuple[FeatureKey, ...]:
+    keys = []
+    for name, spec in feature_specs(feature_map, where).items():
+        if name in _RESERVED:
+            raise UserError(f"{where}: feature name '{name}' is reserved by TF-GNN")
+        if name != ID:
+            keys.append(FeatureKey(spec, f"{prefix}{name}"))
+    return tuple(keys)
+
+
+def encode_specs(schema: GraphSchema) -> EncodeSpecs:
+    """Feature specs and tf.Example keys of every set (input or output schema).
+
+    Raises UserError for a schema whose records cannot be written: context
+    features other than seed_id/sample_id, seed_id/sample_id/#id that are not
+    DT_STRING scalars, reserved feature names, ragged or non-tf.Example dtypes,
+    edge sets whose source/target is not a node set.
+    """
+    context = schema.context.features
+    for name in (SEED_ID, SAMPLE_ID):
+        if name in context:
+            _check_string_scalar(context[name], "context", name)
+    extra = sorted(set(context) - {SEED_ID, SAMPLE_ID})
+    if extra:
+        # tfgnn.parse_example requires every context feature; a Subgraph carries none.
+        raise UserError(
+            f"context: feature '{extra[0]}' cannot be written into sampled subgraphs"
+            " (only seed_id and sample_id are); remove it from the schema"
+        )
+    node_sets = {}
+    for name in sorted(schema.node_sets):
+        node_set = schema.node_sets[name]
+        where = f"node set '{name}'"
+        if ID in node_set.features:
+            _check_string_scalar(node_set.features[ID], where, ID)
+        prefix = f"nodes/{name}."
+        node_sets[name] = NodeSetEncoding(
+            name,
+            f"{prefix}{SIZE}",
+            f"{prefix}{ID}",
+            _feature_keys(node_set.features, where, prefix),
+        )
+    edge_sets = {}
+    for name in sorted(schema.edge_sets):
+        edge_set = schema.edge_sets[name]
+        where = f"edge set '{name}'"
+        for end in ("source", "target"):
+            if getattr(edge_set, end) not in node_sets:
+                raise UserError(f"{where}: {end} '{getattr(edge_set, end)}' is not a node set")
+        prefix = f"edges/{name}."
+        edge_sets[name] = EdgeSetEncoding(
+            name,
+            edge_set.source,
+            edge_set.target,
+            f"{prefix}{SIZE}",
+            f"{prefix}{SOURCE}",
+            f"{prefix}{TARGET}",
+            _feature_keys(edge_set.features, where, prefix),
+        )
+    return EncodeSpecs(node_sets, edge_sets)
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _packed_floats(values: np.ndarray) -> bytes:
+    """A serialized FloatList: field 1, wire type 2, then the raw little-endian float32s."""
+    raw = np.ascontiguousarray(values, dtype="<f4").tobytes()
+    return b"\x0a" + _varint(len(raw)) + raw
+
+
+def _put_feature(fmap, fk: FeatureKey, values, rows: int, where: str) -> None:
+    """Checks one (rows,) / (rows, width) array and writes it under fk.key."""
+    spec = fk.spec
+    if values is None:
+        raise ValueError(f"{where}: feature '{spec.name}' is missing")
+    shape = getattr(values, "shape", None)
+    expected = (rows, spec.width) if spec.shape else (rows,)
+    if shape != expected:
+        raise ValueError(
+            f"{where}: feature '{spec.name}' has shape {shape}, expected {expected}"
+            f" (schema shape {list(spec.shape)})"
+        )
+    if values.dtype.kind not in _ACCEPTED_KINDS[spec.kind]:
+        raise ValueError(
+            f"{where}: feature '{spec.name}' has dtype {values.dtype}, expected {spec.kind} values"
+        )
+    feature = fmap[fk.key]
+    if spec.kind == "float":
+        feature.float_list.MergeFromString(_packed_floats(values))
+    elif spec.kind == "int":
+        if values.dtype != np.int64:
+            values = values.astype(np.int64)  # bools would become Python bools
+        feature.int64_list.SetInParent()
+        feature.int64_list.value.extend(values.ravel().tolist())
+    else:
+        feature.bytes_list.SetInParent()
+        try:
+            feature.bytes_list.value.extend(values.ravel().tolist())
+        except TypeError as e:
+            raise ValueError(f"{where}: feature '{spec.name}' holds a non-bytes value ({e})") from e
+
+
+def _put_empty(fmap, fk: FeatureKey) -> None:
+    feature = fmap[fk.key]
+    if fk.spec.kind == "float":
+        feature.float_list.SetInParent()
+    elif fk.spec.kind == "int":
+        feature.int64_list.SetInParent()
+    else:
+        feature.bytes_list.SetInParent()
+
+
+def _put_ids(fmap, key: str, ids: list, where: str) -> None:
+    ids_list = fmap[key].bytes_list
+    ids_list.SetInParent()
+    try:
+        ids_list.value.extend(ids)
+    except TypeError as e:
+        raise ValueError(f"{where}: node ids must be bytes ({e})") from e
+
+
+def _put_indices(fmap, key: str, index: np.ndarray, num_nodes: int, where: str) -> None:
+    name = key.rsplit(".", 1)[1]
+    if len(index):
+        if index.dtype.kind not in "iu":
+            raise ValueError(f"{where}: {name} has dtype {index.dtype}, not integer")
+        # One reduction: as uint64, negative indices become huge.
+        wide = index.view(np.uint64) if index.dtype == np.int64 else index.astype(np.uint64)
+        if int(wide.max()) >= num_nodes:
+            raise ValueError(
+                f"{where}: {name} indices span [{index.min()}, {index.max()}]"
+                f" but the node set has {num_nodes} nodes"
+            )
+    ints = fmap[key].int64_list
+    ints.SetInParent()
+    ints.value.extend(index.tolist())
+
+
+def encode_subgraph(subgraph: Subgraph, specs: EncodeSpecs) -> bytes:
+    """Serializes `subgraph` as a GraphTensor tf.Example (see the module docstring).
+
+    Raises ValueError, naming the set and feature, for a missing feature, an
+    array of the wrong shape or kind, edge indices outside their node set, or a
+    node/edge set the schema does not have. Extra features are ignored.
+    Output bytes are deterministic (map keys sorted).
+    """
+    unknown = subgraph.node_sets.keys() - specs.node_sets.keys()
+    unknown |= subgraph.edge_sets.keys() - specs.edge_sets.keys()
+    if unknown:
+        raise ValueError(f"subgraph {subgraph.sample_id!r}: sets {sorted(unknown)} not in schema")
+    example = example_pb2.Example()
+    fmap = example.features.feature
+    try:
+        fmap[SEED_ID_KEY].bytes_list.value.append(subgraph.seed_id)
+        fmap[SAMPLE_ID_KEY].bytes_list.value.append(subgraph.sample_id)
+    except TypeError as e:
+        raise ValueError(f"subgraph: seed_id and sample_id must be bytes ({e})") from e
+
+    sizes = {}
+    for name, enc in specs.node_sets.items():
+        rows: NodeSetRows | None = subgraph.node_sets.get(name)
+        if rows is None:
+            sizes[name] = 0
+            fmap[enc.size_key].int64_list.value.append(0)
+            fmap[enc.id_key].bytes_list.SetInParent()
+            for fk in enc.features:
+                _put_empty(fmap, fk)
+            continue
+        where = f"node set '{name}'"
+        ids = rows.ids
+        if getattr(ids, "ndim", 1) != 1:
+            raise ValueError(f"{where}: ids must be 1-D, got shape {ids.shape}")
+        n = len(ids)
+        sizes[name] = n
+        fmap[enc.size_key].int64_list.value.append(n)
+        _put_ids(fmap, enc.id_key, ids.tolist() if isinstance(ids, np.ndarray) else ids, where)
+        features = rows.features
+        for fk in enc.features:
+            _put_feature(fmap, fk, features.get(fk.spec.name), n, where)
+
+    for name, enc in specs.edge_sets.items():
+        edges: EdgeSetRows | None = subgraph.edge_sets.get(name)
+        if edges is None:
+            fmap[enc.size_key].int64_list.value.append(0)
+            fmap[enc.source_key].int64_list.SetInParent()
+            fmap[enc.target_key].int64_list.SetInParent()
+            for fk in enc.features:
+                _put_empty(fmap, fk)
+            continue
+        where = f"edge set '{name}'"
+        source = np.asarray(edges.source)
+        target = np.asarray(edges.target)
+        if source.ndim != 1 or source.shape != target.shape:
+            raise ValueError(
+                f"{where}: #source {source.shape} and #target {target.shape} must be 1-D, same length"
+            )
+        m = len(source)
+        fmap[enc.size_key].int64_list.value.append(m)
+        _put_indices(fmap, enc.source_key, source, sizes[enc.source], where)
+        _put_indices(fmap, enc.target_key, target, sizes[enc.target], where)
+        features = edges.features
+        for fk in enc.features:
+            _put_feature(fmap, fk, features.get(fk.spec.name), m, where)
+
+    return example.SerializeToString(deterministic=True)
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _values(fmap, key: str, kind: str, where: str) -> np.ndarray:
+    if key not in fmap:
+        raise ValueError(f"{where}: key '{key}' is missing")
+    feature = fmap[key]
+    if kind == "float":
+        return np.array(feature.float_list.value, dtype=np.float32)
+    if kind == "int":
+        return np.array(feature.int64_list.value, dtype=np.int64)
+    out = np.empty(len(feature.bytes_list.value), dtype=object)
+    out[:] = list(feature.bytes_list.value)
+    return out
+
+
+def _features(fmap, fks: tuple[FeatureKey, ...], rows: int, where: str) -> dict[str, np.ndarray]:
+    out = {}
+    for fk in fks:
+        values = _values(fmap, fk.key, fk.spec.kind, where)
+        if len(values) != rows * fk.spec.width:
+            raise ValueError(
+                f"{where}: feature '{fk.name}' has {len(values)} values for {rows} rows"
+                f" of width {fk.spec.width}"
+            )
+        out[fk.name] = values.reshape(rows, fk.spec.width) if fk.spec.shape else values
+    return out
+
+
+def _size(fmap, key: str, where: str) -> int:
+    values = _values(fmap, key, "int", where)
+    if len(values) != 1:
+        raise ValueError(f"{where}: '{key}' has {len(values)} values, expected 1")
+    return int(values[0])
+
+
+def _single_bytes(fmap, key: str) -> bytes:
+    values = _values(fmap, key, "bytes", "context")
+    if len(values) != 1:
+        raise ValueError(f"context: '{key}' has {len(values)} values, expected 1")
+    return values[0]
+
+
+def decode_subgraph(data: bytes, specs: EncodeSpecs) -> Subgraph:
+    """The inverse of `encode_subgraph`, with the protobuf library only (no TF ops).
+
+    Every node set and edge set of the schema is returned, empty ones included;
+    arrays have the canonical dtypes of sampler.features. Keys the specs do not
+    know (e.g. user context features) are ignored.
+    """
+    example = example_pb2.Example.FromString(data)
+    fmap = example.features.feature
+    node_sets = {}
+    for name, enc in specs.node_sets.items():
+        where = f"node set '{name}'"
+        n = _size(fmap, enc.size_key, where)
+        ids = _values(fmap, enc.id_key, "bytes", where)
+        if len(ids) != n:
+            raise ValueError(f"{where}: {len(ids)} ids for #size {n}")
+        node_sets[name] = NodeSetRows(ids, _features(fmap, enc.features, n, where))
+    edge_sets = {}
+    for name, enc in specs.edge_sets.items():
+        where = f"edge set '{name}'"
+        m = _size(fmap, enc.size_key, where)
+        source = _values(fmap, enc.source_key, "int", where)
+        target = _values(fmap, enc.target_key, "int", where)
+        if len(source) != m or len(target) != m:
+            raise ValueError(f"{where}: {len(source)} sources, {len(target)} targets, #size {m}")
+        edge_sets[name] = EdgeSetRows(source, target, _features(fmap, enc.features, m, where))
+    return Subgraph(
+        sample_id=_single_bytes(fmap, SAMPLE_ID_KEY),
+        seed_id=_single_bytes(fmap, SEED_ID_KEY),
+        node_sets=node_sets,
+        edge_sets=edge_sets,
+    )

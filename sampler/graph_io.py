@@ -1,0 +1,64 @@
+"""Reading a Unigraph's tables as NodeBatch / EdgeBatch (no Beam pipeline code).
+
+Shared by the in-memory sampler and the Beam transforms, which call these per
+file on workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from sampler import ids
+from sampler.batches import EdgeBatch, NodeBatch, _bytes_array
+from sampler.io import files, readers
+from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
+
+
+def table_files(pattern: str) -> list[tuple[str, str]]:
+    """(path, format) of every file of a table; UserError when missing or empty."""
+    return [(path, files.guess_format(path)) for path in files.expand_files(pattern)]
+
+
+def read_node_file(path: str, fmt: str, info: NodeSetInfo) -> Iterator[NodeBatch]:
+    for table in readers.read_table(path, fmt, ("#id",), info.features):
+        yield NodeBatch.from_table(table, info.features)
+
+
+def read_edge_file(
+    path: str, fmt: str, info: EdgeSetInfo, latent_ends: tuple[str, ...] = ()
+) -> Iterator[tuple[EdgeBatch, dict[str, NodeBatch]]]:
+    """Edge batches (source/target swapped for reversed sets), plus the ids at latent ends.
+
+    `latent_ends` lists '#source' / '#target' (as stored in the file) whose node set has no
+    table: their ids are returned as feature-less NodeBatches keyed by that column.
+    """
+    for table in readers.read_table(path, fmt, ("#source", "#target"), info.features):
+        ends = {}
+        for column in latent_ends:
+            col = table.column(column).combine_chunks()
+            ends[column] = NodeBatch(ids.fingerprint(col), _bytes_array(col.to_pylist()), {})
+        yield EdgeBatch.from_table(table, info.features, info.reversed), ends
+
+
+def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
+    """{file column: node set} for the ends of an edge set whose node set is latent."""
+    ends = {}
+    file_source, file_target = (
+        (info.target, info.source) if info.reversed else (info.source, info.target)
+    )
+    if graph.node_sets[file_source].filename is None:
+        ends["#source"] = file_source
+    if graph.node_sets[file_target].filename is None:
+        ends["#target"] = file_target
+    return ends
+
+
+def read_seed_ids(pattern: str) -> np.ndarray:
+    """All ids of a seed table (the `#id` column), duplicates kept, as bytes objects."""
+    out = []
+    for path, fmt in table_files(pattern):
+        for column in readers.read_ids(path, fmt):
+            out.extend(column.to_pylist())
+    return _bytes_array(out)

@@ -1,0 +1,1 @@
+"""Readers and writers of Unigraph tables (CSV, TFRecord of tf.Example, Parquet)."""

@@ -1,0 +1,156 @@
+"""File names of Unigraph tables: resolving, expanding shard patterns and globs, guessing formats.
+
+Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work.
+
+A table file name may be
+  * a plain path (`nodes.csv`),
+  * a glob (`nodes-*.parquet`), or
+  * a TF-GNN/Beam shard pattern `base@N`, meaning the N files
+    `base-00000-of-0000N` ... `base-0000(N-1)-of-0000N` (5 digits each), all of which must exist.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from apache_beam.io.filesystems import FileSystems
+
+from sampler.errors import UserError
+
+FORMATS = ("csv", "tfrecord", "parquet")
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_SHARD_PATTERN = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
+_SHARD_SUFFIX = re.compile(r"-(\d{5,}|\*|\?+)-of-(\d{5,}|\*|\?+)$")
+_FORMAT_ALIASES = {
+    "csv": "csv",
+    "tfrecord": "tfrecord",
+    "tfrecords": "tfrecord",
+    "tfr": "tfrecord",
+    "parquet": "parquet",
+    "pq": "parquet",
+}
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".tfrecord": "tfrecord",
+    ".tfrecords": "tfrecord",
+    ".tfr": "tfrecord",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+def has_scheme(path: str) -> bool:
+    """True for URLs such as `gs://bucket/x` (anything `scheme://...`)."""
+    return bool(_SCHEME.match(path))
+
+
+def resolve_pattern(filename: str, schema_dir: str) -> str:
+    """Resolves a table file name from a schema against the schema's directory.
+
+    Absolute paths and URLs with a scheme are returned unchanged; relative names are joined to
+    `schema_dir` (which may itself be a `gs://` URL).
+    """
+    if not filename:
+        raise UserError("empty table file name in the schema")
+    if has_scheme(filename) or os.path.isabs(filename) or not schema_dir:
+        return filename
+    return FileSystems.join(schema_dir, filename)
+
+
+def shard_name(base: str, index: int, count: int) -> str:
+    """The name of shard `index` of `count`: `base-0000i-of-0000N`."""
+    return f"{base}-{index:05d}-of-{count:05d}"
+
+
+def _is_local_dir(path: str) -> bool:
+    return not has_scheme(path) and os.path.isdir(path)
+
+
+def _match_one(pattern: str) -> list[tuple[str, int]]:
+    """(path, size) of the files matching a glob or plain path; directories are skipped."""
+    try:
+        results = FileSystems.match([pattern])
+    except Exception as e:  # Beam raises BeamIOError and friends; report one line.
+        raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
+    found = []
+    for metadata in results[0].metadata_list:
+        if _is_local_dir(metadata.path):
+            continue
+        found.append((metadata.path, int(metadata.size_in_bytes)))
+    return found
+
+
+def expand_files(pattern: str) -> list[str]:
+    """The sorted list of files named by a plain path, a glob or a `base@N` shard pattern.
+
+    Raises UserError if a shard of `base@N` is missing, if nothing matches, or if every matching
+    file is empty (0 bytes).
+    """
+    shards = _SHARD_PATTERN.match(pattern)
+    if shards:
+        base, count = shards.group("base"), int(shards.group("count"))
+        if count < 1:
+            raise UserError(
+                f"table files '{pattern}': the shard count after '@' must be at least 1"
+            )
+        found = []
+        for index in range(count):
+            name = shard_name(base, index, count)
+            match = _match_one(name)
+            if not match:
+                raise UserError(f"table files '{pattern}': shard '{name}' does not exist")
+            found.append(match[0])
+    else:
+        found = _match_one(pattern)
+        if not found:
+            raise UserError(f"table files '{pattern}': no file matches")
+    if all(size == 0 for _, size in found):
+        raise UserError(f"table files '{pattern}': all matching files are empty (0 bytes)")
+    return sorted(path for path, _ in found)
+
+
+def guess_format(path: str, override: str | None = None) -> str:
+    """'csv', 'tfrecord' or 'parquet' for a table file name (or pattern), or `override` if given.
+
+    Looks at the extension after stripping `@N` and a shard suffix such as `-00000-of-00004`;
+    any name containing 'tfrecord' is TFRecord.
+    """
+    if override:
+        fmt = _FORMAT_ALIASES.get(override.strip().lower())
+        if fmt is None:
+            raise UserError(
+                f"unknown table format '{override}' for '{path}'; use one of {', '.join(FORMATS)}"
+            )
+        return fmt
+    name = path.rstrip("/")
+    name = name.rsplit("/", 1)[-1]
+    shards = _SHARD_PATTERN.match(name)
+    if shards:
+        name = shards.group("base")
+    name = _SHARD_SUFFIX.sub("", name)
+    name = name.rstrip("*?-_")
+    lower = name.lower()
+    for extension, fmt in _EXTENSIONS.items():
+        if lower.endswith(extension):
+            return fmt
+    if "tfrecord" in lower:
+        return "tfrecord"
+    raise UserError(
+        f"cannot tell the format of table file '{path}' from its name; "
+        "name it .csv, .tfrecord or .parquet, or give the format explicitly"
+    )
+
+
+def check_format(fmt: str) -> str:
+    """Normalizes a format name ('tfrecords' -> 'tfrecord'), raising UserError if unknown."""
+    normal = _FORMAT_ALIASES.get(str(fmt).strip().lower())
+    if normal is None:
+        raise UserError(f"unknown table format '{fmt}'; use one of {', '.join(FORMATS)}")
+    return normal
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]

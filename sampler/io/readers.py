@@ -1,0 +1,559 @@
+"""Readers of Unigraph tables (CSV, TFRecord of tf.Example, Parquet) into canonical Arrow tables.
+
+`read_table` reads one file and yields canonical tables (CONVENTIONS.md) of at most `batch_rows`
+rows: the id columns in the order asked for, as `binary`, then the features sorted by name with
+`FeatureSpec.arrow_type`. Columns of the file that are not asked for are ignored. An empty
+(0-byte) file, or one with only a header, yields no table at all.
+
+Formats (see `sampler.io.writers` for the exact CSV encoding):
+  * CSV: a header row, then one row per node/edge; vector cells are `;`-joined values. Blank
+    lines are skipped. Numbers are parsed with Python's `float` / `int`.
+  * TFRecord of tf.Example: ids are bytes_list or int64_list features (ints become their
+    decimal text); features must have the kind of their dtype (float_list, int64_list,
+    bytes_list) and exactly `width` values.
+  * Parquet: ids may be integer or string/binary columns (ints become decimal text); numeric
+    columns are cast to float32 / int64; vectors may be list, large_list or fixed_size_list
+    columns whose rows all have `width` values.
+
+Every user mistake (missing column, bad cell, empty or null id, corrupt file) raises UserError
+naming the file, the row (CSV/Parquet: 1-based data row; TFRecord: 0-based record index) and
+the reason. Files are opened with Beam's `FileSystems`, so `gs://` paths work.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import struct
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sampler.errors import UserError
+from sampler.features import FeatureSpec
+from sampler.io.files import check_format
+
+try:  # Installed with apache-beam[gcp]; without it TFRecord checksums are not verified.
+    import google_crc32c as _crc32c
+except ImportError:  # pragma: no cover - depends on the environment
+    _crc32c = None
+
+VECTOR_SEPARATOR = ";"
+_CSV_FIELD_LIMIT = 2**31 - 1
+_READ_CHUNK = 1 << 24
+_KIND_OF_LIST = {"float_list": "float", "int64_list": "int", "bytes_list": "bytes"}
+_LIST_OF_KIND = {kind: name for name, kind in _KIND_OF_LIST.items()}
+
+
+def read_table(
+    path: str,
+    fmt: str,
+    id_columns: tuple[str, ...],
+    specs: dict[str, FeatureSpec],
+    batch_rows: int = 65536,
+) -> Iterator[pa.Table]:
+    """Yields the rows of one table file as canonical Arrow tables of at most `batch_rows` rows."""
+    fmt = check_format(fmt)
+    if int(batch_rows) < 1:
+        raise UserError(f"{path}: batch_rows must be at least 1, not {batch_rows}")
+    id_columns = tuple(id_columns)
+    if not id_columns:
+        raise UserError(f"{path}: no id column to read")
+    specs = {name: specs[name] for name in sorted(specs)}
+    clash = (
+        sorted(set(id_columns) & set(specs))
+        or ([c for c in id_columns if id_columns.count(c) > 1][:1])
+    )
+    if clash:
+        raise UserError(f"{path}: column '{clash[0]}' is asked for twice")
+    reader = {"csv": _read_csv, "tfrecord": _read_tfrecord, "parquet": _read_parquet}[fmt]
+    yield from reader(path, id_columns, specs, int(batch_rows))
+
+
+def read_ids(
+    path: str, fmt: str, column: str = "#id", batch_rows: int = 65536
+) -> Iterator[pa.Array]:
+    """Yields the (binary) values of one id column of a table file, e.g. a seed table."""
+    for table in read_table(path, fmt, (column,), {}, batch_rows):
+        yield table.column(0).combine_chunks()
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+
+
+def _open(path: str):
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        return FileSystems.open(path)
+    except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
+        raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def _schema(id_columns, specs) -> pa.Schema:
+    fields = [pa.field(name, pa.binary()) for name in id_columns]
+    fields += [pa.field(name, spec.arrow_type) for name, spec in specs.items()]
+    return pa.schema(fields)
+
+
+def _fixed_list(values: pa.Array, spec: FeatureSpec, rows: int) -> pa.Array:
+    """A fixed_size_list array of `rows` rows from the flat row-major `values`."""
+    if spec.width == 0:  # pyarrow cannot build these from a flat array (division by zero).
+        return pa.array([[]] * rows, spec.arrow_type)
+    return pa.FixedSizeListArray.from_arrays(values, type=spec.arrow_type)
+
+
+def _from_numpy(values: np.ndarray, spec: FeatureSpec) -> pa.Array:
+    """Canonical Arrow array from numpy values of shape (rows,) or (rows, width)."""
+    rows = values.shape[0]
+    value_type = pa.binary() if spec.kind == "bytes" else pa.from_numpy_dtype(values.dtype)
+    if spec.kind == "bytes":
+        flat = pa.array(values.reshape(-1).tolist(), pa.binary())
+    else:
+        flat = pa.array(np.ascontiguousarray(values).reshape(-1), value_type)
+    return _fixed_list(flat, spec, rows) if spec.shape else flat
+
+
+def _ints_as_ids(values: pa.Array) -> pa.Array:
+    return values.cast(pa.int64()).cast(pa.string()).cast(pa.binary())
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV
+
+
+class _CsvBatch:
+    """Cells of one batch of CSV rows, column by column, with their row and line numbers."""
+
+    def __init__(self, count: int):
+        self.cells: list[list[str]] = [[] for _ in range(count)]
+        self.rows: list[int] = []
+        self.lines: list[int] = []
+
+
+def _read_csv(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)  # Long vector cells exceed the 128 KiB default.
+    schema = _schema(id_columns, specs)
+    wanted = list(schema.names)
+    with _open(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+        records = _csv_records(path, csv.reader(text))
+        header = next(records, None)
+        if header is None:
+            return
+        _, _, names = header
+        positions = []
+        for name in wanted:
+            count = names.count(name)
+            if count == 0:
+                raise UserError(f"{path}: missing column '{name}' (the header has {names})")
+            if count > 1:
+                raise UserError(f"{path}: the header has column '{name}' {count} times")
+            positions.append(names.index(name))
+        batch = _CsvBatch(len(wanted))
+        for row, line, cells in records:
+            if len(cells) != len(names):
+                raise UserError(
+                    f"{path}: row {row} (line {line}): {len(cells)} cells, "
+                    f"but the header has {len(names)} columns"
+                )
+            for column, position in zip(batch.cells, positions, strict=True):
+                column.append(cells[position])
+            batch.rows.append(row)
+            batch.lines.append(line)
+            if len(batch.rows) == batch_rows:
+                yield _csv_table(path, schema, id_columns, specs, batch)
+                batch = _CsvBatch(len(wanted))
+        if batch.rows:
+            yield _csv_table(path, schema, id_columns, specs, batch)
+
+
+def _csv_records(path, reader) -> Iterator[tuple[int, int, list[str]]]:
+    """(data row number, line number, cells) of the non-blank CSV records; the header is row 0."""
+    row = -1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise UserError(
+                f"{path}: near line {reader.line_num + 1}: not UTF-8 text ({e.reason})"
+            ) from e
+        except csv.Error as e:
+            raise UserError(f"{path}: line {reader.line_num}: bad CSV: {_first_line(e)}") from e
+        if not cells:
+            continue
+        row += 1
+        yield row, reader.line_num, cells
+
+
+def _csv_table(path, schema, id_columns, specs, batch: _CsvBatch) -> pa.Table:
+    def fail(index: int, name: str, reason: str):
+        return UserError(
+            f"{path}: row {batch.rows[index]} (line {batch.lines[index]}): column '{name}': {reason}"
+        )
+
+    arrays = []
+    for name, cells in zip(schema.names, batch.cells, strict=True):
+        if name in id_columns:
+            for index, cell in enumerate(cells):
+                if not cell:
+                    raise fail(index, name, "missing id")
+            arrays.append(pa.array(cells, pa.string()).cast(pa.binary()))
+        else:
+            arrays.append(_csv_feature(cells, specs[name], lambda i, r, n=name: fail(i, n, r)))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _csv_feature(cells: list[str], spec: FeatureSpec, fail) -> pa.Array:
+    rows = len(cells)
+    if spec.shape:
+        values = []
+        for index, cell in enumerate(cells):
+            # An empty cell is one empty value if the width is 1, else no values at all.
+            parts = [] if cell == "" and spec.width != 1 else cell.split(VECTOR_SEPARATOR)
+            if len(parts) != spec.width:
+                raise fail(index, f"{len(parts)} values, expected {spec.width} (joined by ';')")
+            values.extend(parts)
+        row_of = lambda i: i // spec.width  # noqa: E731
+    else:
+        values = cells
+        row_of = lambda i: i  # noqa: E731
+    if spec.kind == "bytes":
+        flat = pa.array(values, pa.string()).cast(pa.binary())
+    else:
+        flat = pa.array(_parse_numbers(values, spec.kind, lambda i, r: fail(row_of(i), r)))
+    return _fixed_list(flat, spec, rows) if spec.shape else flat
+
+
+def _parse_numbers(cells: list[str], kind: str, fail) -> np.ndarray:
+    parse = float if kind == "float" else int
+    try:
+        numbers = [parse(cell) for cell in cells]
+    except ValueError:
+        for index, cell in enumerate(cells):
+            try:
+                parse(cell)
+            except ValueError:
+                what = "a number" if kind == "float" else "an integer"
+                raise fail(index, f"{_clip(cell)} is not {what}") from None
+        raise
+    if kind == "float":
+        with np.errstate(over="ignore"):
+            return np.array(numbers, dtype=np.float32)
+    try:
+        return np.array(numbers, dtype=np.int64)
+    except OverflowError:
+        for index, number in enumerate(numbers):
+            if not -(2**63) <= number < 2**63:
+                raise fail(index, f"{_clip(cells[index])} does not fit in int64") from None
+        raise
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """The quoted, escaped (so one-line) and shortened text of a cell."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# ---------------------------------------------------------------------------------------------
+# TFRecord of tf.Example
+
+
+def _masked_crc(data: bytes) -> int:
+    crc = _crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _read_exact(f, count: int) -> bytes:
+    """Up to `count` bytes, read in chunks so a corrupt length cannot allocate a huge buffer."""
+    if count <= _READ_CHUNK:
+        return f.read(count)
+    parts, left = [], count
+    while left:
+        part = f.read(min(left, _READ_CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _tfrecords(path: str, f) -> Iterator[bytes]:
+    """The records of a TFRecord stream, checking framing and (if possible) checksums."""
+    index = 0
+    while True:
+        header = f.read(12)
+        if not header:
+            return
+        where = f"{path}: record index {index}"
+        if len(header) < 12:
+            raise UserError(f"{where}: truncated record header (not a TFRecord file?)")
+        (length,) = struct.unpack("<Q", header[:8])
+        if _crc32c is not None and _masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
+            raise UserError(f"{where}: corrupt record length checksum (not a TFRecord file?)")
+        data = _read_exact(f, length)
+        footer = f.read(4)
+        if len(data) < length or len(footer) < 4:
+            raise UserError(f"{where}: truncated record (file ends after {len(data)} bytes)")
+        if _crc32c is not None and _masked_crc(data) != struct.unpack("<I", footer)[0]:
+            raise UserError(f"{where}: corrupt record data checksum")
+        yield data
+        index += 1
+
+
+def _read_tfrecord(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
+    schema = _schema(id_columns, specs)
+    id_kinds: dict[str, str] | None = None
+    with _open(path) as f:
+        batch: list[bytes] = []
+        start = 0
+        for record in _tfrecords(path, f):
+            if id_kinds is None:
+                id_kinds = _id_kinds(path, record, id_columns)
+            batch.append(record)
+            if len(batch) == batch_rows:
+                yield _tfrecord_table(path, schema, id_columns, id_kinds, specs, batch, start)
+                start += len(batch)
+                batch = []
+        if batch:
+            yield _tfrecord_table(path, schema, id_columns, id_kinds, specs, batch, start)
+
+
+def _parse_proto(path: str, record: bytes, index: int):
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.example import example_pb2
+
+    try:
+        return example_pb2.Example.FromString(record)
+    except (DecodeError, ValueError) as e:
+        raise UserError(f"{path}: record index {index}: not a tf.Example ({_first_line(e)})") from e
+
+
+def _id_kinds(path: str, record: bytes, id_columns) -> dict[str, str]:
+    """'bytes' or 'int' for every id column, as found in the first record of the file."""
+    example = _parse_proto(path, record, 0)
+    kinds = {}
+    for name in id_columns:
+        if name not in example.features.feature:
+            raise UserError(f"{path}: record index 0: missing id feature '{name}'")
+        kind = _KIND_OF_LIST.get(example.features.feature[name].WhichOneof("kind"))
+        if kind not in ("bytes", "int"):
+            raise UserError(
+                f"{path}: record index 0: id feature '{name}' must be a bytes_list or int64_list"
+            )
+        kinds[name] = kind
+    return kinds
+
+
+def _tfrecord_table(path, schema, id_columns, id_kinds, specs, batch, start) -> pa.Table:
+    import tensorflow as tf
+
+    dtypes = {"float": tf.float32, "int": tf.int64, "bytes": tf.string}
+    features = {name: tf.io.FixedLenFeature([], dtypes[id_kinds[name]]) for name in id_columns}
+    for name, spec in specs.items():
+        shape = [spec.width] if spec.shape else []
+        features[name] = tf.io.FixedLenFeature(shape, dtypes[spec.kind])
+    try:
+        parsed = tf.io.parse_example(tf.constant(batch, dtype=tf.string), features)
+    except (tf.errors.OpError, ValueError) as e:
+        _diagnose(path, batch, start, id_columns, id_kinds, specs)
+        raise UserError(
+            f"{path}: records {start}..{start + len(batch) - 1}: cannot parse as tf.Example "
+            f"({_first_line(e)})"
+        ) from e
+    arrays = []
+    for name in id_columns:
+        values = parsed[name].numpy()
+        if id_kinds[name] == "int":
+            arrays.append(_ints_as_ids(pa.array(values, pa.int64())))
+            continue
+        ids = pa.array(values.tolist(), pa.binary())
+        empty = pc.equal(pc.binary_length(ids), 0)
+        if pc.any(empty).as_py():
+            index = start + pc.indices_nonzero(empty)[0].as_py()
+            raise UserError(f"{path}: record index {index}: feature '{name}': empty id")
+        arrays.append(ids)
+    for name, spec in specs.items():
+        arrays.append(_from_numpy(parsed[name].numpy(), spec))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _diagnose(path, batch, start, id_columns, id_kinds, specs) -> None:
+    """Raises UserError for the first record of the batch that parse_example rejects."""
+    wanted = [(name, id_kinds[name], 1) for name in id_columns]
+    wanted += [(name, spec.kind, spec.width) for name, spec in specs.items()]
+    for offset, record in enumerate(batch):
+        index = start + offset
+        example = _parse_proto(path, record, index)
+        feature_map = example.features.feature
+        for name, kind, width in wanted:
+            where = f"{path}: record index {index}: feature '{name}'"
+            if name not in feature_map:
+                raise UserError(f"{where}: missing")
+            found = feature_map[name].WhichOneof("kind")
+            if found != _LIST_OF_KIND[kind]:
+                raise UserError(f"{where}: is {found or 'empty'}, expected {_LIST_OF_KIND[kind]}")
+            count = len(getattr(feature_map[name], found).value)
+            if count != width:
+                raise UserError(f"{where}: has {count} values, expected {width}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parquet
+
+
+def _read_parquet(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
+    schema = _schema(id_columns, specs)
+    with _open(path) as f:
+        f.seek(0, io.SEEK_END)
+        if f.tell() == 0:
+            return
+        f.seek(0)
+        try:
+            parquet = pq.ParquetFile(f)
+            file_schema = parquet.schema_arrow
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise UserError(f"{path}: not a Parquet file ({_first_line(e)})") from e
+        for name in schema.names:
+            if file_schema.get_field_index(name) < 0:
+                if name in file_schema.names:
+                    raise UserError(f"{path}: column '{name}' appears more than once")
+                raise UserError(
+                    f"{path}: missing column '{name}' (the file has {file_schema.names})"
+                )
+        start = 0
+        batches = parquet.iter_batches(batch_size=batch_rows, columns=list(schema.names))
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError, ValueError) as e:
+                raise UserError(f"{path}: corrupt Parquet data ({_first_line(e)})") from e
+            if batch.num_rows == 0:
+                continue
+            arrays = []
+            for name in schema.names:
+                column = batch.column(name)
+                if name in id_columns:
+                    arrays.append(_parquet_ids(path, name, column, start))
+                else:
+                    arrays.append(_parquet_feature(path, name, column, specs[name], start))
+            yield pa.Table.from_arrays(arrays, schema=schema)
+            start += batch.num_rows
+
+
+def _first_row(mask, start: int) -> int:
+    return start + pc.indices_nonzero(mask)[0].as_py() + 1
+
+
+def _decode(column: pa.Array) -> pa.Array:
+    return column.dictionary_decode() if pa.types.is_dictionary(column.type) else column
+
+
+def _is_text(type_: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(type_)
+        or pa.types.is_large_string(type_)
+        or pa.types.is_binary(type_)
+        or pa.types.is_large_binary(type_)
+        or pa.types.is_fixed_size_binary(type_)
+        or pa.types.is_string_view(type_)
+        or pa.types.is_binary_view(type_)
+    )
+
+
+def _parquet_ids(path: str, name: str, column: pa.Array, start: int) -> pa.Array:
+    column = _decode(column)
+    if column.null_count:
+        row = _first_row(column.is_null(), start)
+        raise UserError(f"{path}: row {row}: column '{name}': missing id")
+    if pa.types.is_integer(column.type):
+        try:
+            return _ints_as_ids(column)
+        except pa.ArrowInvalid:  # uint64 beyond int64
+            return column.cast(pa.string()).cast(pa.binary())
+    if not _is_text(column.type):
+        raise UserError(
+            f"{path}: column '{name}' has type {column.type}; ids must be strings or integers"
+        )
+    ids = column.cast(pa.binary())
+    empty = pc.equal(pc.binary_length(ids), 0)
+    if pc.any(empty).as_py():
+        raise UserError(f"{path}: row {_first_row(empty, start)}: column '{name}': missing id")
+    return ids
+
+
+def _value_type_ok(type_: pa.DataType, kind: str) -> bool:
+    if kind == "float":
+        return pa.types.is_floating(type_) or pa.types.is_integer(type_)
+    if kind == "int":
+        return pa.types.is_integer(type_) or pa.types.is_boolean(type_)
+    return _is_text(type_)
+
+
+def _cast_values(path, name, values: pa.Array, spec: FeatureSpec, row_of) -> pa.Array:
+    target = (
+        pa.binary()
+        if spec.kind == "bytes"
+        else pa.from_numpy_dtype(np.float32 if spec.kind == "float" else np.int64)
+    )
+    values = _decode(values)
+    if not _value_type_ok(values.type, spec.kind):
+        raise UserError(
+            f"{path}: column '{name}' has values of type {values.type}, "
+            f"which cannot be {spec.kind} feature values"
+        )
+    if values.null_count:
+        row = row_of(pc.indices_nonzero(values.is_null())[0].as_py())
+        raise UserError(f"{path}: row {row}: column '{name}': missing value")
+    try:
+        return values.cast(target, safe=not pa.types.is_floating(target))
+    except pa.ArrowInvalid as e:
+        raise UserError(f"{path}: column '{name}': {_first_line(e)}") from e
+
+
+def _parquet_feature(path, name, column: pa.Array, spec: FeatureSpec, start: int) -> pa.Array:
+    column = _decode(column)
+    if column.null_count:
+        row = _first_row(column.is_null(), start)
+        raise UserError(f"{path}: row {row}: column '{name}': missing value")
+    if not spec.shape:
+        if pa.types.is_nested(column.type):
+            raise UserError(f"{path}: column '{name}' holds lists, but the feature is a scalar")
+        return _cast_values(path, name, column, spec, lambda i: start + i + 1)
+    is_list = (
+        pa.types.is_list(column.type)
+        or pa.types.is_large_list(column.type)
+        or pa.types.is_fixed_size_list(column.type)
+        or pa.types.is_list_view(column.type)
+        or pa.types.is_large_list_view(column.type)
+    )
+    if not is_list:
+        raise UserError(
+            f"{path}: column '{name}' has type {column.type}, but the feature is a vector "
+            f"of {spec.width} values"
+        )
+    lengths = pc.list_value_length(column)
+    wrong = pc.not_equal(lengths, spec.width)
+    if pc.any(wrong).as_py():
+        index = pc.indices_nonzero(wrong)[0].as_py()
+        raise UserError(
+            f"{path}: row {start + index + 1}: column '{name}': {lengths[index].as_py()} values, "
+            f"expected {spec.width}"
+        )
+    values = pc.list_flatten(column)
+    width = max(spec.width, 1)
+    values = _cast_values(path, name, values, spec, lambda i: start + i // width + 1)
+    return _fixed_list(values, spec, len(column))

@@ -1,0 +1,141 @@
+"""Loading a Unigraph GraphSchema and describing its node and edge sets.
+
+Uses TF-GNN's own proto (`tensorflow_gnn.proto.graph_schema_pb2`). Relative
+filenames resolve against the schema's directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from apache_beam.io.filesystems import FileSystems
+from google.protobuf import text_format
+from tensorflow_gnn.proto import graph_schema_pb2
+
+from sampler.errors import UserError
+from sampler.features import FeatureSpec, feature_specs
+from sampler.io.files import resolve_pattern
+
+SCHEMA_FILENAMES = ("graph_schema.pbtxt", "schema.pbtxt")
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeSetInfo:
+    name: str
+    features: dict[str, FeatureSpec]
+    filename: str | None  # resolved pattern, or None for a latent node set
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeSetInfo:
+    name: str
+    source: str
+    target: str
+    features: dict[str, FeatureSpec]
+    filename: str  # resolved pattern
+    reversed: bool  # read the table with #source and #target swapped
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphInfo:
+    """The parts of a GraphSchema the readers and samplers need."""
+
+    schema: graph_schema_pb2.GraphSchema
+    schema_path: str
+    node_sets: dict[str, NodeSetInfo]
+    edge_sets: dict[str, EdgeSetInfo]
+
+    def edge_sets_touching(self, node_set: str) -> list[tuple[EdgeSetInfo, str]]:
+        """(edge set, '#source' or '#target') for each end that lies in node_set."""
+        ends = []
+        for edge_set in self.edge_sets.values():
+            if edge_set.source == node_set:
+                ends.append((edge_set, "#source"))
+            if edge_set.target == node_set:
+                ends.append((edge_set, "#target"))
+        return ends
+
+
+def _filesystems():
+    return FileSystems
+
+
+def find_schema_file(path: str) -> str:
+    """`path` itself if it is a file, else the schema pbtxt inside the directory."""
+    fs = _filesystems()
+    if path.endswith(".pbtxt") and fs.exists(path):
+        return path
+    for name in SCHEMA_FILENAMES:
+        candidate = fs.join(path, name)
+        if fs.exists(candidate):
+            return candidate
+    matches = fs.match([fs.join(path, "*.pbtxt")])[0].metadata_list if fs.exists(path) else []
+    if len(matches) == 1:
+        return matches[0].path
+    if fs.exists(path):
+        raise UserError(f"--graph_schema {path}: no single GraphSchema .pbtxt file found there")
+    raise UserError(f"--graph_schema {path}: no such file or directory")
+
+
+def read_text(path: str) -> str:
+    fs = _filesystems()
+    try:
+        with fs.open(path) as f:
+            return f.read().decode("utf-8")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e})") from e
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+
+
+def parse_pbtxt(path: str, message):
+    """Parses a text proto; a syntax error becomes one line naming file and line."""
+    try:
+        return text_format.Parse(read_text(path), message)
+    except text_format.ParseError as e:
+        raise UserError(f"{path}:{e}") from e
+
+
+def _is_reversed(edge_set) -> bool:
+    return any(kv.key == "edge_type" and kv.value == "reversed" for kv in edge_set.metadata.extra)
+
+
+def load_graph(path: str) -> GraphInfo:
+    """Reads and checks a GraphSchema (a pbtxt file, or a directory holding one)."""
+    schema_path = find_schema_file(path)
+    schema = parse_pbtxt(schema_path, graph_schema_pb2.GraphSchema())
+    schema_dir = schema_path.rsplit("/", 1)[0] if "/" in schema_path else ""
+    if not schema.node_sets:
+        raise UserError(f"{schema_path}: the schema has no node sets")
+    node_sets = {}
+    for name in sorted(schema.node_sets):
+        ns = schema.node_sets[name]
+        where = f"{schema_path}: node set '{name}'"
+        filename = (
+            resolve_pattern(ns.metadata.filename, schema_dir) if ns.metadata.filename else None
+        )
+        features = feature_specs(ns.features, where)
+        if filename is None and features:
+            raise UserError(f"{where} has features but no metadata.filename to read them from")
+        if "#id" in features:
+            raise UserError(f"{where}: '#id' is reserved for the node id column")
+        node_sets[name] = NodeSetInfo(name, features, filename)
+    edge_sets = {}
+    for name in sorted(schema.edge_sets):
+        es = schema.edge_sets[name]
+        where = f"{schema_path}: edge set '{name}'"
+        for end in ("source", "target"):
+            if getattr(es, end) not in node_sets:
+                raise UserError(f"{where}: {end} '{getattr(es, end)}' is not a node set")
+        if not es.metadata.filename:
+            raise UserError(f"{where} has no metadata.filename")
+        features = feature_specs(es.features, where)
+        edge_sets[name] = EdgeSetInfo(
+            name,
+            es.source,
+            es.target,
+            features,
+            resolve_pattern(es.metadata.filename, schema_dir),
+            _is_reversed(es),
+        )
+    return GraphInfo(schema, schema_path, node_sets, edge_sets)
