@@ -47,12 +47,31 @@ def output_shards(pattern: str) -> tuple[str, int, str | None]:
     return pattern, 1, ""
 
 
+_WORKER_USER_ERROR = re.compile(r"UserError: (?P<message>[^\n]+)")
+
+
+def user_error_message(error: BaseException) -> str | None:
+    """The message of a UserError, also when a runner re-raised it from a worker as text."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, UserError):
+            return str(seen).splitlines()[0]
+        seen = seen.__cause__ or seen.__context__
+    match = _WORKER_USER_ERROR.search(str(error))
+    return match.group("message") if match else None
+
+
 def run_main(main_fn, argv=None) -> int:
     """Runs a CLI body; a UserError becomes one line on stderr and exit code 2."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Beam logs a failing DoFn's traceback before re-raising; the CLI reports it instead.
+    logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
     try:
         main_fn(sys.argv[1:] if argv is None else argv)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - user errors become one line, the rest re-raise
+        message = user_error_message(e)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

@@ -195,6 +195,9 @@ def dgl_dict_order(keys: Iterable[str]) -> list[str]:
 def _check_name(name: object, what: str) -> bytes:
     if not isinstance(name, str):
         raise DGLFormatError(f"{what}: tensor names must be str, got {type(name).__name__}")
+    if "\x00" in name:
+        # DGL passes names to C++ as C strings, so it would cut the name at the NUL.
+        raise DGLFormatError(f"{what}: tensor name {name!r} contains a NUL character")
     return name.encode("utf-8")
 
 

@@ -15,11 +15,22 @@ if [ ! -x "$venv/bin/python" ]; then
   echo "bootstrap: creating $venv with $("$python" --version)" >&2
   "$python" -m venv "$venv"
 fi
-echo "bootstrap: installing pinned requirements into $venv (first run takes a few minutes)" >&2
-"$venv/bin/python" -m pip install --quiet --upgrade "pip>=24" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$venv/bin/python" -m pip install --quiet -r "$root/requirements-dev.txt" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$venv/bin/python" -m pip install --quiet --no-deps -e "$root" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-"$venv/bin/python" -c "import apache_beam, tensorflow_gnn, pyarrow, sampler" \
-  || { echo "bootstrap: the install did not import; see the pip output above" >&2; exit 1; }
+log="$venv/bootstrap.log"
+echo "bootstrap: installing pinned requirements into $venv (first run: a few minutes; log: $log)" >&2
+run() {
+  if ! "$@" >>"$log" 2>&1; then
+    echo "bootstrap: failed: $*" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
+: >"$log"
+run "$venv/bin/python" -m pip install --upgrade "pip>=24"
+run "$venv/bin/python" -m pip install -r "$root/requirements-dev.txt"
+run "$venv/bin/python" -m pip install --no-deps -e "$root"
+# shellcheck source=scripts/env.sh
+source "$root/scripts/env.sh"
+run "$venv/bin/python" -c "import apache_beam, tensorflow_gnn, pyarrow, sampler"
 rm -f "$venv"/.installed-*
 touch "$stamp"
+echo "bootstrap: done" >&2

@@ -219,6 +219,7 @@ def test_dgl_dict_order_is_a_permutation():
         ({"a": np.ones(2, dtype=np.complex64)}, "dtype complex64"),
         ({"a": np.float32(1.0)}, "0-d arrays"),
         ({1: np.arange(2)}, "names must be str"),
+        ({"a\x00b": np.arange(2)}, "contains a NUL character"),
     ],
 )
 def test_save_tensors_rejects_what_dgl_cannot_load(tmp_path, tensors, message):
@@ -287,7 +288,8 @@ def test_any_flipped_byte_is_caught_or_harmless(kind):
             reader(bytes(corrupt))
         except DGLFormatError:
             errors += 1
-    assert errors > len(data) // 4 if kind == "tensors" else errors > 300
+    # Magics, counts, lengths, shapes and dtype fields are all checked; only data is not.
+    assert errors >= {"tensors": 100, "graph": 1000}[kind]
 
 
 def test_length_fields_beyond_the_file_are_rejected_before_allocating():
@@ -315,7 +317,7 @@ def test_length_fields_beyond_the_file_are_rejected_before_allocating():
         (8, struct.pack("<Q", 2), "header says 2 entries, the list holds 1"),
         (33 + 8 + 8, struct.pack("<i", 2), r"device_type 2, only 1 \(CPU\)"),
         (33 + 28, bytes([3]), r"unsupported dtype \(code 3, bits 64"),
-        (33 + 40, struct.pack("<q", 4), "byte size 24 does not match shape"),
+        (33 + 40, struct.pack("<q", 4), r"byte size 4 does not match shape \(3,\) of int64"),
         (33 + 24, struct.pack("<i", 99), "ndim 99 out of range"),
     ],
 )
@@ -457,8 +459,8 @@ def oracle_tensor_cases() -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(1)
     native = {k: v for k, v in all_dtype_tensors(rng).items() if v.dtype.isnative}
     cases = [native, {}, {"bb": np.array([1, 2, 3], dtype=np.int64)}]
-    # Random key sets of 1..60 keys exercise DGL's unordered_map order, rehashes included.
-    for n in [1, 2, 5, 12, 13, 14, 15, 28, 29, 30, 45, 58, 59, 60]:
+    # Random key sets of 1..300 keys exercise DGL's unordered_map order, rehashes included.
+    for n in [1, 2, 5, 12, 13, 14, 15, 28, 29, 30, 45, 58, 59, 60, 128, 300]:
         keys = [
             "".join(rng.choice(list("abcxyz_/:0123456789"), size=rng.integers(1, 20)))
             for _ in range(n)

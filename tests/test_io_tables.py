@@ -282,6 +282,20 @@ def test_empty_table(tmp_path, fmt):
     assert list(read_table(path, fmt, ("#id",), SPECS)) == []
 
 
+def test_zero_width_features(tmp_path):
+    specs = {"z": FeatureSpec("z", "float", (0,)), "e": FeatureSpec("e", "bytes", (2, 0))}
+    rows = [{"#id": "a", "z": [], "e": []}, {"#id": "b", "z": [], "e": []}]
+    for fmt in ["csv", "tfrecord"]:
+        path = str(tmp_path / f"z.{fmt}")
+        write_table(path, to_arrow(rows, specs=specs), fmt, specs)
+        assert read_all(path, fmt, specs=specs) == [
+            {"#id": b"a", "e": [], "z": []},
+            {"#id": b"b", "e": [], "z": []},
+        ]
+    with pytest.raises(UserError, match="feature 'e' has no values"):
+        write_table(str(tmp_path / "z.parquet"), to_arrow(rows, specs=specs), "parquet", specs)
+
+
 # ---------------------------------------------------------------------------------------------
 # File names
 
@@ -319,6 +333,9 @@ def test_expand_files_errors_and_globs(tmp_path):
     assert expand_files(str(tmp_path / "c.csv")) == [str(tmp_path / "c.csv")]
     with pytest.raises(UserError, match="at least 1"):
         expand_files(str(tmp_path / "x@0"))
+    pattern = write_sharded(str(tmp_path / "e.tfrecord"), to_arrow([]), "tfrecord", SPECS, 2)
+    with pytest.raises(UserError, match=r"e\.tfrecord@2.*empty"):
+        expand_files(pattern)
 
 
 def test_resolve_pattern():
@@ -546,7 +563,7 @@ def canonical_tables(draw):
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(canonical_tables(), st.integers(1, 4))
 def test_property_round_trip(tmp_path, spec_rows, batch_rows):
@@ -592,7 +609,7 @@ _CSV_ALPHABET = st.sampled_from(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.one_of(st.binary(max_size=80), st.lists(_CSV_ALPHABET, max_size=40).map(b"".join)))
 def test_property_csv_garbage(tmp_path, data):
@@ -604,7 +621,7 @@ def test_property_csv_garbage(tmp_path, data):
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.binary(max_size=64), st.lists(st.binary(max_size=24), max_size=4))
 def test_property_tfrecord_garbage(tmp_path, raw, payloads):

@@ -154,3 +154,19 @@ def check_format(fmt: str) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+def open_file(path: str):
+    """A binary read stream of `path` (local, gs://, ...); `.gz`/`.bz2` names are decompressed."""
+    try:
+        return FileSystems.open(path)
+    except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
+        raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
+
+
+def create_file(path: str):
+    """A binary write stream creating `path` (local, gs://, ...), written as is (uncompressed)."""
+    try:
+        return FileSystems.create(path, compression_type="uncompressed")
+    except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
+        raise UserError(f"{path}: cannot create: {_first_line(e)}") from e

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
-from sampler.io.files import check_format
+from sampler.io.files import check_format, open_file
 
 try:  # Installed with apache-beam[gcp]; without it TFRecord checksums are not verified.
     import google_crc32c as _crc32c
@@ -63,12 +63,10 @@ def read_table(
     if not id_columns:
         raise UserError(f"{path}: no id column to read")
     specs = {name: specs[name] for name in sorted(specs)}
-    clash = (
-        sorted(set(id_columns) & set(specs))
-        or ([c for c in id_columns if id_columns.count(c) > 1][:1])
-    )
-    if clash:
-        raise UserError(f"{path}: column '{clash[0]}' is asked for twice")
+    names = [*id_columns, *specs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise UserError(f"{path}: column '{twice}' is asked for twice")
     reader = {"csv": _read_csv, "tfrecord": _read_tfrecord, "parquet": _read_parquet}[fmt]
     yield from reader(path, id_columns, specs, int(batch_rows))
 
@@ -83,15 +81,6 @@ def read_ids(
 
 # ---------------------------------------------------------------------------------------------
 # Shared helpers
-
-
-def _open(path: str):
-    from apache_beam.io.filesystems import FileSystems
-
-    try:
-        return FileSystems.open(path)
-    except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
-        raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
 
 
 def _first_line(error: BaseException) -> str:
@@ -145,7 +134,7 @@ def _read_csv(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # Long vector cells exceed the 128 KiB default.
     schema = _schema(id_columns, specs)
     wanted = list(schema.names)
-    with _open(path) as raw:
+    with open_file(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
         records = _csv_records(path, csv.reader(text))
         header = next(records, None)
@@ -315,7 +304,7 @@ def _tfrecords(path: str, f) -> Iterator[bytes]:
 def _read_tfrecord(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
     schema = _schema(id_columns, specs)
     id_kinds: dict[str, str] | None = None
-    with _open(path) as f:
+    with open_file(path) as f:
         batch: list[bytes] = []
         start = 0
         for record in _tfrecords(path, f):
@@ -415,7 +404,7 @@ def _diagnose(path, batch, start, id_columns, id_kinds, specs) -> None:
 
 def _read_parquet(path, id_columns, specs, batch_rows) -> Iterator[pa.Table]:
     schema = _schema(id_columns, specs)
-    with _open(path) as f:
+    with open_file(path) as f:
         f.seek(0, io.SEEK_END)
         if f.tell() == 0:
             return

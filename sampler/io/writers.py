@@ -33,11 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
-from sampler.io.files import check_format, has_scheme, shard_name
+from sampler.io.files import check_format, create_file, has_scheme, shard_name
 
 NODE_ID_COLUMNS = ("#id",)
 EDGE_ID_COLUMNS = ("#source", "#target")
@@ -109,7 +108,12 @@ def write_table(path: str, table: pa.Table, fmt: str, specs: dict[str, FeatureSp
     elif fmt == "tfrecord":
         _write_tfrecord(path, table, ids, specs)
     else:
-        with FileSystems.create(path, compression_type="uncompressed") as f:
+        for name in sorted(specs):
+            if specs[name].width == 0:  # pyarrow cannot read such columns back.
+                raise UserError(
+                    f"{path}: feature '{name}' has no values, which Parquet cannot hold"
+                )
+        with create_file(path) as f:
             pq.write_table(table, f)
 
 
@@ -206,7 +210,7 @@ def _write_csv(path: str, table: pa.Table, ids, specs: dict[str, FeatureSpec]) -
     for name in names:
         spec = None if name in ids else specs[name]
         columns.append(_csv_cells(name, _values(table.column(name), spec), spec, path))
-    with FileSystems.create(path, compression_type="uncompressed") as f:
+    with create_file(path) as f:
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         writer.writerow(names)

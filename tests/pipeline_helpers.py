@@ -1,0 +1,41 @@
+"""Shared helpers for tests that run the sampling pipeline and its in-memory oracle."""
+
+from __future__ import annotations
+
+import collections
+import glob
+
+import tensorflow as tf
+
+from pipelines import sample as sample_cli
+from sampler import inmemory
+from sampler.adjacency import make_seeds
+from sampler.encode import encode_specs, encode_subgraph
+from sampler.graph_io import read_seed_ids
+from sampler.plan import load_sampling_spec, make_plan
+from sampler.schema import load_graph
+
+
+def run_pipeline(schema: str, spec: str, output: str, *extra: str) -> None:
+    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--output_samples", output, *extra]
+    assert sample_cli.main(argv) == 0
+
+
+def read_records(pattern: str) -> list[bytes]:
+    files = sorted(glob.glob(pattern))
+    assert files, f"no output files match {pattern}"
+    return [r.numpy() for f in files for r in tf.data.TFRecordDataset(f)]
+
+
+def oracle_records(
+    schema: str, spec: str, aggregation="edge", seed=0, input_seeds=None
+) -> list[bytes]:
+    """The in-memory sampler's records: an independent path over the same kernels."""
+    graph = load_graph(schema)
+    plan = make_plan(graph, load_sampling_spec(spec), aggregation)
+    mem = inmemory.load_graph(graph, plan)
+    ids = read_seed_ids(input_seeds) if input_seeds else mem.node_tables[plan.seed_set].rows.ids
+    specs = encode_specs(graph.schema)
+    counters = collections.Counter()
+    subgraphs = inmemory.sample_in_memory(graph, plan, mem, make_seeds(ids), seed, counters)
+    return [encode_subgraph(s, specs) for s in subgraphs]
