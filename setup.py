@@ -26,6 +26,7 @@ setuptools.setup(
     entry_points={
         "console_scripts": [
             "graph_sampler=pipelines.sample:main",
+            "beam-graph=pipelines.cli:main",
         ],
     },
 )

@@ -1,0 +1,40 @@
+"""`beam-graph SUBCOMMAND ...`: one entry point for every pipeline and tool.
+
+Each subcommand is a module of `pipelines` with a `main(argv) -> int`; the
+registry below is explicit (no import side effects). `beam-graph sample` is the
+same program as `python -m pipelines.sample` and the `graph_sampler` script.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "sample": ("pipelines.sample", "sample subgraphs into GraphTensor tf.Examples"),
+    "generate": ("pipelines.generate", "write a synthetic OGBN-MAG-shaped graph"),
+    "demo": ("pipelines.demo", "sample the embedded default graph"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: beam-graph SUBCOMMAND [flags]   (SUBCOMMAND --help for its flags)", ""]
+    lines += [f"  {name:10s} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"error: unknown subcommand '{name}'\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
