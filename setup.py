@@ -23,9 +23,11 @@ setuptools.setup(
     python_requires="==3.11.*",
     packages=setuptools.find_packages(include=["sampler", "sampler.*", "pipelines", "pipelines.*"]),
     install_requires=_requirements(),
+    extras_require={"plot": ["matplotlib==3.11.2"]},
     entry_points={
         "console_scripts": [
             "graph_sampler=pipelines.sample:main",
+            "graph_partition=pipelines.partition:main",
             "beam-graph=pipelines.cli:main",
         ],
     },

@@ -14,6 +14,11 @@ SUBCOMMANDS = {
     "sample": ("pipelines.sample", "sample subgraphs into GraphTensor tf.Examples"),
     "generate": ("pipelines.generate", "write a synthetic OGBN-MAG-shaped graph"),
     "demo": ("pipelines.demo", "sample the embedded default graph"),
+    "validate": ("pipelines.validate", "check schema, spec and tables without sampling"),
+    "estimate": ("pipelines.estimate", "predict output sizes and Dataflow workers"),
+    "stats": ("pipelines.stats", "summarize samples or a partition folder (JSON + PNG)"),
+    "show": ("pipelines.show", "print (and draw) one sampled subgraph"),
+    "partition": ("pipelines.partition", "write DGL partitions"),
 }
 
 

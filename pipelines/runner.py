@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from sampler.errors import UserError
@@ -31,6 +31,20 @@ def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOption
     """Beam's options from every flag the CLI did not take itself."""
     extra = [] if runner in LOCAL_RUNNERS else [f"--runner={runner}"]
     return PipelineOptions(list(beam_args) + extra)
+
+
+def remote_job_lines(result, options: PipelineOptions) -> list[str]:
+    """'dataflow job: ID' and 'console: URL' for a job submitted to Dataflow, else nothing.
+
+    Printed as soon as the job is submitted (before waiting for it), so that a launcher
+    (scripts/launch_dataflow.sh) can report the job while it runs.
+    """
+    job_id = getattr(result, "job_id", None)
+    if not callable(job_id) or not getattr(result, "has_job", False):
+        return []
+    gcp = options.view_as(GoogleCloudOptions)
+    url = f"https://console.cloud.google.com/dataflow/jobs/{gcp.region}/{job_id()}"
+    return [f"dataflow job: {job_id()}", f"console: {url}?project={gcp.project}"]
 
 
 _SHARDED = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")

@@ -11,15 +11,29 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import time
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
-from pipelines.runner import make_runner, output_shards, pipeline_options, run_main
+from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
+from pipelines.runner import (
+    make_runner,
+    output_shards,
+    pipeline_options,
+    remote_job_lines,
+    run_main,
+)
+from sampler import graph_io
 from sampler.beam.graph import ReadGraph, ReadSeedIds
-from sampler.beam.sample import SampleSubgraphs, SeedsFromIds, SeedsFromNodeTable
+from sampler.beam.sample import (
+    SampleOnWorkers,
+    SampleSubgraphs,
+    SeedsFromIds,
+    SeedsFromNodeTable,
+)
 from sampler.encode import output_schema
 from sampler.errors import UserError
 from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
@@ -52,6 +66,28 @@ def parse_args(argv):
         "--num_shards", type=int, default=32, help="Node shards for adjacency and lookups."
     )
     parser.add_argument("--num_buckets", type=int, default=32, help="Sample buckets for assembly.")
+    parser.add_argument(
+        "--graph_placement",
+        choices=["auto", "worker", "sharded"],
+        default="auto",
+        help="worker: every worker holds the whole graph and samples seeds completely (fast;"
+        " the graph must fit a worker's memory). sharded: adjacency and nodes stay sharded and"
+        " frontiers are joined to them hop by hop (any graph size). auto: worker when the"
+        " input tables total at most --worker_graph_limit_mb.",
+    )
+    parser.add_argument(
+        "--worker_graph_limit_mb",
+        type=float,
+        default=4096,
+        help="Input size (MB of table files) up to which --graph_placement=auto picks worker.",
+    )
+    parser.add_argument(
+        "--progress_interval",
+        type=float,
+        default=10.0,
+        help="Seconds between progress lines on stderr (redrawn every second on a terminal);"
+        " 0 turns them off.",
+    )
     return parser.parse_known_args(argv)
 
 
@@ -66,9 +102,21 @@ def build(pipeline, graph, plan, args):
         )
     else:
         seeds = tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
-    return (seeds, tables, adjacency) | "Sample" >> SampleSubgraphs(
-        graph, plan, seed=args.seed, num_shards=args.num_shards, num_buckets=args.num_buckets
-    )
+    if placement(graph, args) == "worker":
+        sample = SampleOnWorkers(graph, plan, seed=args.seed, num_buckets=args.num_buckets)
+    else:
+        sample = SampleSubgraphs(
+            graph, plan, seed=args.seed, num_shards=args.num_shards, num_buckets=args.num_buckets
+        )
+    return (seeds, tables, adjacency) | "Sample" >> sample
+
+
+def placement(graph, args) -> str:
+    """'worker' or 'sharded': both give identical records; they differ in speed and scale."""
+    if args.graph_placement != "auto":
+        return args.graph_placement
+    size_mb = graph_io.total_bytes(graph) / 2**20
+    return "worker" if size_mb <= args.worker_graph_limit_mb else "sharded"
 
 
 def write_output_schema(graph, output_dir: str) -> str:
@@ -78,7 +126,23 @@ def write_output_schema(graph, output_dir: str) -> str:
     return path
 
 
-def main_body(argv) -> None:
+@dataclasses.dataclass
+class Construction:
+    """A sampling pipeline built from the CLI flags but not run yet."""
+
+    pipeline: beam.Pipeline
+    graph: object
+    output_dir: str
+    output_samples: str
+
+
+def construct(argv) -> Construction:
+    """Parses `argv` and builds the whole pipeline (read, sample, write) without running it.
+
+    `main` runs what this returns; tests build the same pipeline for other runners (for
+    example a Dataflow dry run) through exactly this code path. Input files are listed
+    here, at construction time.
+    """
     args, beam_args = parse_args(argv)
     if args.seed < 0 or args.num_shards < 1 or args.num_buckets < 1:
         raise UserError("--seed must be >= 0, --num_shards and --num_buckets >= 1")
@@ -90,7 +154,6 @@ def main_body(argv) -> None:
         import os  # noqa: PLC0415
 
         os.makedirs(output_dir, exist_ok=True)
-    start = time.time()
     pipeline = beam.Pipeline(
         runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
     )
@@ -98,11 +161,22 @@ def main_body(argv) -> None:
     write_kwargs = {"num_shards": num_shards}
     if template is not None:
         write_kwargs["shard_name_template"] = template
+    examples = examples | "CountOutput" >> beam.ParDo(CountOutput())
     _ = examples | "Write" >> beam.io.WriteToTFRecord(prefix, **write_kwargs)
-    result = pipeline.run()
-    result.wait_until_finish()
-    schema_path = write_output_schema(graph, output_dir)
-    print_summary(result, args.output_samples, schema_path, time.time() - start)
+    return Construction(pipeline, graph, output_dir, args.output_samples)
+
+
+def main_body(argv) -> None:
+    start = time.time()
+    job = construct(argv)
+    with Progress(parse_args(argv)[0].progress_interval) as progress:
+        result = job.pipeline.run()
+        progress.result = result  # a remote job returns at once: poll its counters
+        for line in remote_job_lines(result, job.pipeline.options):
+            print(line, flush=True)
+        result.wait_until_finish()
+    schema_path = write_output_schema(job.graph, job.output_dir)
+    print_summary(result, job.output_samples, schema_path, time.time() - start)
 
 
 def counters_of(result) -> dict[str, int]:
@@ -119,8 +193,10 @@ def print_summary(result, output: str, schema_path: str, seconds: float) -> None
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {seconds:.1f} s")
     for name, value in counters.items():
-        if name != "subgraphs" and value:
+        if name != "subgraphs" and value and not name.startswith("output_"):
             print(f"  {name}: {value}")
+    for line in summary_lines(counters, stage_times(result)):
+        print(line)
 
 
 def main(argv=None) -> int:

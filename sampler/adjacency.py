@@ -11,7 +11,15 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.batches import EdgeBatch, NodeBatch, Seeds, _bytes_array, take_features
+from sampler.arrays import sorted_unique_index
+from sampler.batches import (
+    EdgeBatch,
+    NodeBatch,
+    Seeds,
+    _bytes_array,
+    concat_features,
+    take_features,
+)
 
 
 @dataclasses.dataclass
@@ -19,7 +27,8 @@ class Adjacency:
     """Out-edges grouped by source node fingerprint."""
 
     nodes: np.ndarray  # uint64, sorted unique source fps
-    offsets: np.ndarray  # int64, len(nodes) + 1
+    starts: np.ndarray  # int64: where each node's out-edges start in `targets`
+    degrees: np.ndarray  # int64: how many out-edges each node has
     targets: np.ndarray  # uint64 target fps, canonical order within each source
     edge_keys: np.ndarray  # uint64 hash of (source, target, rank among parallel edges)
     features: dict[str, np.ndarray]  # in the same order as targets
@@ -31,14 +40,12 @@ class Adjacency:
 
     def lookup(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, degree) of each node's out-edges; degree 0 for unknown nodes."""
-        pos = np.searchsorted(self.nodes, nodes)
-        pos_c = np.minimum(pos, max(len(self.nodes) - 1, 0))
-        found = (
-            (pos < len(self.nodes)) & (self.nodes[pos_c] == nodes) if len(self.nodes) else pos < 0
-        )
-        start = np.where(found, self.offsets[pos_c] if len(self.nodes) else 0, 0)
-        end = np.where(found, self.offsets[pos_c + 1] if len(self.nodes) else 0, 0)
-        return start.astype(np.int64), (end - start).astype(np.int64)
+        if len(self.nodes) == 0:
+            zeros = np.zeros(len(nodes), np.int64)
+            return zeros, zeros.copy()
+        pos = np.minimum(np.searchsorted(self.nodes, nodes), len(self.nodes) - 1)
+        found = self.nodes[pos] == nodes
+        return np.where(found, self.starts[pos], 0), np.where(found, self.degrees[pos], 0)
 
 
 def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
@@ -55,13 +62,38 @@ def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adja
     )
     rank = (np.arange(n) - pair_start).astype(np.uint64)
     edge_keys = ids.combine(src, dst, rank)
-    nodes, starts = np.unique(src, return_index=True)
-    offsets = np.append(starts, n).astype(np.int64)
+    nodes, starts = sorted_unique_index(src)
+    degrees = np.diff(np.append(starts, n)).astype(np.int64)
     features = take_features(edges.features, order)
     weights = None
     if weight_feature is not None:
         weights = np.asarray(features[weight_feature], dtype=np.float64).reshape(n)
-    return Adjacency(nodes, offsets, dst, edge_keys, features, weights)
+    return Adjacency(nodes, starts.astype(np.int64), degrees, dst, edge_keys, features, weights)
+
+
+def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
+    """One Adjacency from shards that hold disjoint source nodes (no edge is copied twice)."""
+    if not shards:
+        empty = EdgeBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), {})
+        shard = build_adjacency(empty)
+        shard.features = concat_features([], specs)
+        return shard
+    bases = np.cumsum([0] + [a.num_edges for a in shards[:-1]])
+    nodes = np.concatenate([a.nodes for a in shards])
+    order = np.argsort(nodes)
+    starts = np.concatenate([a.starts + b for a, b in zip(shards, bases, strict=True)])
+    weights = None
+    if shards[0].weights is not None:
+        weights = np.concatenate([a.weights for a in shards])
+    return Adjacency(
+        nodes[order],
+        starts[order],
+        np.concatenate([a.degrees for a in shards])[order],
+        np.concatenate([a.targets for a in shards]),
+        np.concatenate([a.edge_keys for a in shards]),
+        concat_features([a.features for a in shards], specs),
+        weights,
+    )
 
 
 @dataclasses.dataclass
@@ -122,3 +154,9 @@ def make_seeds(seed_ids: np.ndarray) -> Seeds:
     sample_ids = _bytes_array(sample_ids)
     keys = ids.fingerprint(sample_ids.tolist()) if n else np.zeros(0, np.uint64)
     return Seeds(keys, sample_ids, _bytes_array(seed_ids.tolist()), fp)
+
+
+def merge_node_tables(shards: list[NodeTable], specs) -> NodeTable:
+    """One NodeTable from shards that hold disjoint nodes."""
+    rows = NodeBatch.concat([t.rows for t in shards], specs)
+    return NodeTable(rows.take(np.argsort(rows.fp)), sum(t.duplicates for t in shards))

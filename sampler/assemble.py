@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler.adjacency import NodeTable
+from sampler.arrays import sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.plan import EDGE, SamplingPlan
 from sampler.schema import GraphInfo
@@ -47,6 +48,36 @@ class _LocalIndex:
         pos = np.minimum(np.searchsorted(self.keys, comp), max(len(self.keys) - 1, 0))
         ok &= self.keys[pos] == comp if len(self.keys) else False
         return self.local[pos], ok
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Stable argsort of small non-negative ints (< bound): a radix sort when they fit 16 bits."""
+    if bound < 2**15:
+        return np.argsort(keys.astype(np.int16), kind="stable")
+    return np.argsort(keys, kind="stable")
+
+
+def _bits(n: int) -> int:
+    return max(int(n).bit_length(), 1)
+
+
+def _edge_order(s, src, dst, ekey) -> np.ndarray:
+    """Order by (sample, source index, target index, edge key); duplicates end up adjacent."""
+    if len(s) == 0:
+        return np.zeros(0, np.int64)
+    widths = [_bits(s.max()), _bits(src.max()), _bits(dst.max())]
+    if sum(widths) > 64:
+        return np.lexsort((ekey, dst, src, s))
+    composite = (
+        (s.astype(np.uint64) << np.uint64(widths[1] + widths[2]))
+        | (src.astype(np.uint64) << np.uint64(widths[2]))
+        | dst.astype(np.uint64)
+    )
+    order = np.argsort(composite)
+    ordered = composite[order]
+    if np.any(ordered[1:] == ordered[:-1]):  # parallel edges: break ties by edge key
+        return np.lexsort((ekey, composite))
+    return order
 
 
 def _group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
@@ -89,11 +120,12 @@ def assemble(
         if name == plan.seed_set:
             is_seed = rows.fp == seeds.node[s]
             has_seed[s[is_seed]] = True
-        order = np.lexsort((rows.fp, ~is_seed, s))
+        order = np.argsort(rows.fp, kind="stable")
+        order = order[_stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
         rows, s = rows.take(order), s[order]
         bounds = _group_bounds(s, n_samples)
         local = np.arange(len(s)) - bounds[s]
-        universe = np.unique(rows.fp)
+        universe = sorted_unique(rows.fp)
         comp = (s.astype(np.uint64) << np.uint64(32)) | np.searchsorted(universe, rows.fp).astype(
             np.uint64
         )
@@ -112,7 +144,7 @@ def assemble(
             counters["edges_with_missing_endpoint"] += int((ok & ~(ok_src & ok_dst)).sum())
         keep = np.flatnonzero(ok & ok_src & ok_dst)
         s, src, dst, ekey = s[keep], src[keep], dst[keep], batch.edge_key[keep]
-        order = np.lexsort((ekey, dst, src, s))
+        order = _edge_order(s, src, dst, ekey)
         s, src, dst, ekey, keep = s[order], src[order], dst[order], ekey[order], keep[order]
         first = np.ones(len(s), dtype=bool)
         first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])

@@ -62,3 +62,14 @@ def read_seed_ids(pattern: str) -> np.ndarray:
         for column in readers.read_ids(path, fmt):
             out.extend(column.to_pylist())
     return _bytes_array(out)
+
+
+def total_bytes(graph: GraphInfo) -> int:
+    """Bytes of every table file of the graph (a reversed edge set's table counted once)."""
+    patterns = {info.filename for info in graph.node_sets.values() if info.filename}
+    patterns |= {info.filename for info in graph.edge_sets.values()}
+    return sum(
+        files.file_size(path)
+        for pattern in sorted(patterns)
+        for path in files.expand_files(pattern)
+    )

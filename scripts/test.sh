@@ -7,4 +7,6 @@ bash scripts/bootstrap.sh
 source scripts/env.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/hadolint docker/Dockerfile
+.venv/bin/shellcheck scripts/launch_dataflow.sh docker/entrypoint.sh
 exec .venv/bin/python -m pytest "$@"

@@ -195,7 +195,8 @@ V_ROWS = {
     "F": {"label": "phi", "score": 8.0, "tags": (11, 12)},
     "G": {"label": "gee", "score": -0.75, "tags": (13, 14)},
 }
-# (source, target, w). A->B twice: parallel edges with different features are two edges.
+# (source, target, w). Parallel edges are distinct edges: A->B twice with different
+# features, F->G twice as identical rows.
 E_ROWS = [
     ("A", "B", 1.0),
     ("A", "B", 2.0),
@@ -208,8 +209,9 @@ E_ROWS = [
     ("D", "B", 9.0),
     ("E", "E", 10.0),
     ("F", "G", 11.0),
+    ("F", "G", 11.0),
 ]
-# Out-degrees: A 3, B 2, C 2, D 2, E 1, F 1, G 0; both hops have sample_size 3.
+# Out-degrees: A 3, B 2, C 2, D 2, E 1, F 2, G 0; both hops have sample_size 3.
 HOMOGENEOUS_SCHEMA = """
 node_sets {{
   key: "v"
@@ -264,10 +266,10 @@ HOMOGENEOUS_EDGE = {
     # hop1 C: C>A C>E -> {A, E}; hop2: A>B A>B A>C E>E.
     "C": ("ABCE", ["C>A:6", "C>E:7", "A>B:1", "A>B:2", "A>C:3", "E>E:10"]),
     # hop1 D: D>F D>B -> {F, B}; hop2: F>G B>C B>D.
-    "D": ("BCDFG", ["D>F:8", "D>B:9", "F>G:11", "B>C:4", "B>D:5"]),
+    "D": ("BCDFG", ["D>F:8", "D>B:9", "F>G:11", "F>G:11", "B>C:4", "B>D:5"]),
     # hop1 and hop2 both traverse the self-loop E>E: it is written once.
     "E": ("E", ["E>E:10"]),
-    "F": ("FG", ["F>G:11"]),
+    "F": ("FG", ["F>G:11", "F>G:11"]),
     "G": ("G", []),
 }
 # Node aggregation: same nodes, every input edge with both endpoints among them.
@@ -281,9 +283,9 @@ HOMOGENEOUS_NODE = {
         ["A>B:1", "A>B:2", "A>C:3", "B>C:4", "B>D:5", "C>A:6", "C>E:7", "D>F:8", "D>B:9", "E>E:10"],
     ),
     "C": ("ABCE", ["A>B:1", "A>B:2", "A>C:3", "B>C:4", "C>A:6", "C>E:7", "E>E:10"]),
-    "D": ("BCDFG", ["B>C:4", "B>D:5", "D>F:8", "D>B:9", "F>G:11"]),
+    "D": ("BCDFG", ["B>C:4", "B>D:5", "D>F:8", "D>B:9", "F>G:11", "F>G:11"]),
     "E": ("E", ["E>E:10"]),
-    "F": ("FG", ["F>G:11"]),
+    "F": ("FG", ["F>G:11", "F>G:11"]),
     "G": ("G", []),
 }
 HOMOGENEOUS = {"edge": HOMOGENEOUS_EDGE, "node": HOMOGENEOUS_NODE}
@@ -377,11 +379,26 @@ ITEM_ROWS = {
 }
 SHOPS = ["s1", "s2"]  # a stored node set without features
 # `tag` is latent: its ids only appear in the `tagged` edge table.
-FOLLOWS = [("u1", "u2"), ("u2", "u1"), ("u2", "u3"), ("u3", "u3"), ("u4", "u1")]
-BUYS = [("u1", "i1", 1), ("u2", "i2", 2), ("u2", "i3", 5), ("u3", "i3", 1), ("u4", "i4", 7)]
-BUYS += [("u4", "i1", 3)]
+# follows: (source, target, note); buys: (source, target, dims, qty), features by name.
+FOLLOWS = [
+    ("u1", "u2", "old friend"),
+    ("u2", "u1", ""),
+    ("u2", "u3", "work"),
+    ("u3", "u3", "self"),
+    ("u4", "u1", "x;y"),
+]
+BUYS = [
+    ("u1", "i1", (0.5, 1.0), 1),
+    ("u2", "i2", (2.0, -1.0), 2),
+    ("u2", "i3", (0.0, 0.25), 5),
+    ("u3", "i3", (1.5, 1.5), 1),
+    ("u4", "i4", (-3.0, 8.0), 7),
+    ("u4", "i1", (4.0, 0.125), 3),
+]
 TAGGED = [("i1", "t1"), ("i1", "t2"), ("i2", "t2"), ("i3", "t3"), ("i4", "t1")]
 SOLD_BY = [("i1", "s1"), ("i2", "s1"), ("i3", "s2"), ("i4", "s2")]
+# `likes` is used by no op: only node aggregation writes its (induced) edges.
+LIKES = [("u1", "i2"), ("u3", "i1"), ("u2", "i4"), ("u4", "i4")]
 HETERO_FEATURES = {"user": USER_ROWS, "item": ITEM_ROWS}
 
 HETERO_SCHEMA = """
@@ -404,13 +421,19 @@ node_sets {{ key: "tag" value {{ description: "latent" }} }}
 node_sets {{ key: "shop" value {{ metadata {{ filename: "shops.{fmt}" }} }} }}
 edge_sets {{
   key: "follows"
-  value {{ source: "user" target: "user" metadata {{ filename: "follows.{fmt}" }} }}
+  value {{
+    source: "user"
+    target: "user"
+    features {{ key: "note" value {{ dtype: DT_STRING }} }}
+    metadata {{ filename: "follows.{fmt}" }}
+  }}
 }}
 edge_sets {{
   key: "buys"
   value {{
     source: "user"
     target: "item"
+    features {{ key: "dims" value {{ dtype: DT_FLOAT shape {{ dim {{ size: 2 }} }} }} }}
     features {{ key: "qty" value {{ dtype: DT_INT64 }} }}
     metadata {{ filename: "buys.{fmt}" }}
   }}
@@ -434,6 +457,10 @@ edge_sets {{
 edge_sets {{
   key: "sold_by"
   value {{ source: "item" target: "shop" metadata {{ filename: "sold_by.{fmt}" }} }}
+}}
+edge_sets {{
+  key: "likes"
+  value {{ source: "user" target: "item" metadata {{ filename: "likes.{fmt}" }} }}
 }}
 """
 HETERO_SPEC = """
@@ -467,7 +494,10 @@ def write_hetero(directory, fmt: str):
         "price": FeatureSpec("price", "float", ()),
         "title": FeatureSpec("title", "bytes", ()),
     }
-    qty = {"qty": FeatureSpec("qty", "int", ())}
+    buys_specs = {
+        "dims": FeatureSpec("dims", "float", (2,)),
+        "qty": FeatureSpec("qty", "int", ()),
+    }
     write(
         directory,
         "users",
@@ -484,15 +514,16 @@ def write_hetero(directory, fmt: str):
     )
     write(directory, "shops", fmt, {"#id": SHOPS}, {})
     for name, rows, specs in (
-        ("follows", FOLLOWS, {}),
-        ("buys", BUYS, qty),
+        ("follows", FOLLOWS, {"note": FeatureSpec("note", "bytes", ())}),
+        ("buys", BUYS, buys_specs),
         ("tagged", TAGGED, {}),
         ("sold_by", SOLD_BY, {}),
+        ("likes", LIKES, {}),
     ):
         columns = list(zip(*rows, strict=True))
         data = {"#source": columns[0], "#target": columns[1]}
-        if specs:
-            data["qty"] = columns[2]
+        for position, feature in enumerate(sorted(specs), start=2):
+            data[feature] = columns[position]
         write(directory, name, fmt, data, specs)
     schema = write_text(directory / "graph_schema.pbtxt", HETERO_SCHEMA.format(fmt=fmt))
     spec = write_text(directory / "spec.pbtxt", HETERO_SPEC)
@@ -500,12 +531,20 @@ def write_hetero(directory, fmt: str):
 
 
 def rev(rows):
-    """bought_by rows: the buys rows with source and target swapped."""
-    return [(t, s, *rest) for s, t, *rest in rows]
+    """bought_by rows: buys rows swapped; bought_by declares only `qty`, not `dims`."""
+    return [(t, s, qty) for s, t, _, qty in rows]
 
 
 def buys(*pairs):
-    return [row for row in BUYS if f"{row[0]}>{row[1]}" in pairs]
+    out = [row for row in BUYS if f"{row[0]}>{row[1]}" in pairs]
+    assert len(out) == len(pairs), pairs
+    return out
+
+
+def follows(*pairs):
+    out = [row for row in FOLLOWS if f"{row[0]}>{row[1]}" in pairs]
+    assert len(out) == len(pairs), pairs
+    return out
 
 
 # Hand-computed: friends = follows from the seed; items = buys from seed + friends (union);
@@ -519,7 +558,7 @@ HETERO_EDGE = {
             "shop": ["s1", "s2"],
         },
         {
-            "follows": [("u1", "u2")],
+            "follows": follows("u1>u2"),
             "buys": buys("u1>i1", "u2>i2", "u2>i3"),
             "bought_by": rev(buys("u1>i1", "u4>i1", "u2>i2", "u2>i3", "u3>i3")),
             "tagged": [("i1", "t1"), ("i1", "t2"), ("i2", "t2"), ("i3", "t3")],
@@ -530,7 +569,7 @@ HETERO_EDGE = {
     "u3": (
         {"user": ["u3", "u2"], "item": ["i3"], "tag": ["t3"], "shop": ["s2"]},
         {
-            "follows": [("u3", "u3")],
+            "follows": follows("u3>u3"),
             "buys": buys("u3>i3"),
             "bought_by": rev(buys("u2>i3", "u3>i3")),
             "tagged": [("i3", "t3")],
@@ -541,7 +580,7 @@ HETERO_EDGE = {
     "u4": (
         {"user": ["u4", "u1"], "item": ["i4", "i1"], "tag": ["t1", "t2"], "shop": ["s1", "s2"]},
         {
-            "follows": [("u4", "u1")],
+            "follows": follows("u4>u1"),
             "buys": buys("u4>i4", "u4>i1", "u1>i1"),
             "bought_by": rev(buys("u1>i1", "u4>i1", "u4>i4")),
             "tagged": [("i1", "t1"), ("i1", "t2"), ("i4", "t1")],
@@ -558,12 +597,13 @@ HETERO_NODE = {
             "bought_by": rev(buys("u1>i1", "u2>i2", "u2>i3", "u3>i3", "u4>i1")),
             "tagged": [("i1", "t1"), ("i1", "t2"), ("i2", "t2"), ("i3", "t3")],
             "sold_by": [("i1", "s1"), ("i2", "s1"), ("i3", "s2")],
+            "likes": [("u1", "i2"), ("u3", "i1")],
         },
     ),
     "u3": (
         HETERO_EDGE["u3"][0],
         {
-            "follows": [("u2", "u3"), ("u3", "u3")],
+            "follows": follows("u2>u3", "u3>u3"),
             "buys": buys("u2>i3", "u3>i3"),
             "bought_by": rev(buys("u2>i3", "u3>i3")),
             "tagged": [("i3", "t3")],
@@ -573,11 +613,12 @@ HETERO_NODE = {
     "u4": (
         HETERO_EDGE["u4"][0],
         {
-            "follows": [("u4", "u1")],
+            "follows": follows("u4>u1"),
             "buys": buys("u1>i1", "u4>i4", "u4>i1"),
             "bought_by": rev(buys("u1>i1", "u4>i4", "u4>i1")),
             "tagged": [("i1", "t1"), ("i1", "t2"), ("i4", "t1")],
             "sold_by": [("i1", "s1"), ("i4", "s2")],
+            "likes": [("u4", "i4")],
         },
     ),
 }
@@ -748,3 +789,17 @@ def test_top_k_ties_do_not_depend_on_input_order_or_seed(tmp_path):
             assert len(got) == 3 and ("s", "top", 2.0) in got, got
             chosen.add(tuple(got))
     assert len(chosen) == 1, chosen
+
+
+def test_top_k_golden_cli_latent_seed_set_default_seeds(tmp_path):
+    """Without --input_seeds every node of the (latent) seed set is a seed."""
+    schema = write_links(tmp_path, "csv")
+    spec = write_text(tmp_path / "spec.pbtxt", TOP_K_SPEC)
+    table = dict(TOP_K_EDGE)
+    # top1 from b: x (5.0), z (4.0), not h (0.125); x and z have no out-edges.
+    table["b"] = ("bxz", links("b>x", "b>z"))
+    for node in "cefgxyz":
+        table[node] = (node, [])
+    expected = {s: ({"n": list(nodes)}, {"links": rows}) for s, (nodes, rows) in table.items()}
+    result, schema_pb = sample_cli_run(tmp_path, schema, spec, "edge", seed_ids=None, seed=8)
+    check(result, schema_pb, "n", {s: s for s in table}, expected, {})

@@ -16,6 +16,7 @@ Python dicts and sets (never from the sampler's own structures):
 from __future__ import annotations
 
 import collections
+import copy
 import glob
 
 import numpy as np
@@ -346,32 +347,63 @@ def read_cli_records(directory) -> dict[str, bytes]:
     return out
 
 
+def write_seeds(path, seeds: list[str]) -> str:
+    ids = pa.array([s.encode() for s in seeds], pa.binary())
+    write_table(str(path), pa.table({"#id": ids}), "csv", {})
+    return str(path)
+
+
+def run_cli(setup: Setup, out, seeds_path, aggregation, seed, shards, buckets, outputs):
+    argv = [
+        "--graph_schema",
+        setup.schema_path,
+        "--sampling_spec",
+        setup.spec_path,
+        "--input_seeds",
+        seeds_path,
+        "--output_samples",
+        str(out / f"samples@{outputs}"),
+        "--edge_aggregation_method",
+        aggregation,
+        "--seed",
+        str(seed),
+        "--num_shards",
+        str(shards),
+        "--num_buckets",
+        str(buckets),
+    ]
+    assert sample_cli.main(argv) == 0
+    return read_cli_records(out)
+
+
 def test_cli_matches_in_memory_and_ignores_sharding(latent, tmp_path):
-    seeds_path = tmp_path / "seeds.csv"
-    ids = pa.array([s.encode() for s in latent.seeds], pa.binary())
-    write_table(str(seeds_path), pa.table({"#id": ids}), "csv", {})
-    runs = []
-    for i, (shards, buckets, outputs) in enumerate([(4, 3, 2), (1, 7, 1)]):
-        out = tmp_path / f"run{i}"
-        argv = [
-            "--graph_schema",
-            latent.schema_path,
-            "--sampling_spec",
-            latent.spec_path,
-            "--input_seeds",
-            str(seeds_path),
-            "--output_samples",
-            str(out / f"samples@{outputs}"),
-            "--seed",
-            "1",
-            "--num_shards",
-            str(shards),
-            "--num_buckets",
-            str(buckets),
-        ]
-        assert sample_cli.main(argv) == 0
-        runs.append(read_cli_records(out))
-    assert runs[0] == runs[1]
-    check_edge_aggregation(latent, check_common(latent, latent.decode(runs[0])))
+    seeds_path = write_seeds(tmp_path / "seeds.csv", latent.seeds)
+    first = run_cli(latent, tmp_path / "run0", seeds_path, "edge", 1, 4, 3, 2)
+    second = run_cli(latent, tmp_path / "run1", seeds_path, "edge", 1, 1, 7, 1)
+    assert first == second
+    check_edge_aggregation(latent, check_common(latent, latent.decode(first)))
     # The in-memory sampler is documented to give the pipeline's records.
-    assert runs[0] == latent.records("edge", seed=1)
+    assert first == latent.records("edge", seed=1)
+
+
+@pytest.mark.parametrize("featured", ["RANDOM_WEIGHTED"], indirect=True)
+def test_cli_weighted_node_aggregation(featured, tmp_path):
+    seeds_path = write_seeds(tmp_path / "seeds.csv", featured.seeds)
+    records = run_cli(featured, tmp_path / "run", seeds_path, "node", 6, 5, 2, 3)
+    edge = check_common(featured, featured.decode(featured.records("edge", seed=6)))
+    check_edge_aggregation(featured, edge)
+    check_node_aggregation(featured, check_common(featured, featured.decode(records)), edge)
+    assert records == featured.records("node", seed=6)
+
+
+def test_records_do_not_depend_on_input_row_order(latent, tmp_path):
+    """Shuffled table rows (another arrival order) give the same records for the same seed."""
+    rng = np.random.default_rng(0)
+    shuffled = copy.copy(latent.graph)
+    shuffled.tables = {
+        name: table.take(pa.array(rng.permutation(table.num_rows)))
+        for name, table in latent.graph.tables.items()
+    }
+    other = Setup(tmp_path, shuffled, "tfrecord", "RANDOM_UNIFORM")
+    for aggregation in ("edge", "node"):
+        assert other.records(aggregation, seed=1) == latent.records(aggregation, seed=1)

@@ -26,12 +26,21 @@ def mag(tmp_path_factory):
     return graph, schema, spec, root
 
 
+@pytest.mark.parametrize("placement", ["worker", "sharded"])
 @pytest.mark.parametrize("aggregation", ["edge", "node"])
-def test_pipeline_equals_in_memory_oracle(mag, aggregation):
+def test_pipeline_equals_in_memory_oracle(mag, aggregation, placement):
     _, schema, spec, root = mag
-    out = root / f"out_{aggregation}"
+    out = root / f"out_{aggregation}_{placement}"
     run_pipeline(
-        schema, spec, f"{out}/samples@3", "--edge_aggregation_method", aggregation, "--seed", "7"
+        schema,
+        spec,
+        f"{out}/samples@3",
+        "--edge_aggregation_method",
+        aggregation,
+        "--seed",
+        "7",
+        "--graph_placement",
+        placement,
     )
     got = read_records(f"{out}/samples-*-of-00003")
     assert len(glob.glob(f"{out}/samples-*")) == 3
@@ -58,7 +67,9 @@ def test_output_parses_with_tfgnn_and_schema_is_written(mag):
 
 def test_worker_count_and_input_sharding_do_not_change_records(mag, tmp_path):
     graph, schema, spec, _ = mag
-    run_pipeline(schema, spec, f"{tmp_path}/one/samples@2", "--seed", "5")
+    run_pipeline(
+        schema, spec, f"{tmp_path}/one/samples@2", "--seed", "5", "--graph_placement", "sharded"
+    )
     # Same graph written as 3 CSV shards per table, sampled by 2 worker processes.
     csv_schema = synthetic.write_graph(graph, str(tmp_path / "csv"), fmt="csv", num_shards=3)
     run_pipeline(
@@ -73,6 +84,8 @@ def test_worker_count_and_input_sharding_do_not_change_records(mag, tmp_path):
         "3",
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=2",
+        "--graph_placement",
+        "worker",
     )
     one = read_records(f"{tmp_path}/one/samples-*")
     two = read_records(f"{tmp_path}/two/samples-*")

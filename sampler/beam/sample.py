@@ -12,16 +12,19 @@ The plan, stage by stage:
 from __future__ import annotations
 
 import collections
+import uuid
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
 
 from sampler import ids, keys
-from sampler.adjacency import make_seeds
+from sampler.adjacency import make_seeds, merge_adjacency, merge_node_tables
 from sampler.assemble import assemble, lookup_rows
 from sampler.batches import SampleNodes, Seeds
 from sampler.encode import encode_specs, encode_subgraph
+from sampler.inmemory import InMemoryGraph, sample_in_memory
 from sampler.plan import NODE, Op, SamplingPlan
 from sampler.sampling import all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
@@ -314,3 +317,111 @@ class SampleSubgraphs(beam.PTransform):
                     | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(_ToBuckets(EDGES, name, buckets))
                 )
         return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
+
+
+class _GraphOnWorker:
+    """The whole graph in one worker's memory, built once per process from the shards."""
+
+    def __init__(self, graph: GraphInfo, adjacency: dict, tables: dict):
+        self.memory = InMemoryGraph(
+            {
+                name: merge_node_tables(list(tables[name]), info.features)
+                for name, info in graph.node_sets.items()
+            },
+            {
+                name: merge_adjacency(list(adjacency[name]), info.features)
+                for name, info in graph.edge_sets.items()
+            },
+        )
+
+
+class SampleOnWorkers(beam.PTransform):
+    """(shard, Seeds) + node tables + adjacency -> serialized tf.Examples, sample-major.
+
+    For graphs that fit one worker's memory: every worker process holds the whole
+    graph (the sharded tables and adjacency as side inputs, merged once per process
+    and shared across bundles), and samples a bucket of seeds completely, with the
+    same kernels as the in-memory sampler. Nothing per sample is shuffled.
+    """
+
+    def __init__(
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        *,
+        seed: int,
+        num_buckets: int,
+        chunk_size: int = 512,
+    ):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._seed = seed
+        self._num_buckets = num_buckets
+        self._chunk_size = chunk_size
+
+    class _SampleBucket(beam.DoFn):
+        def __init__(
+            self, graph: GraphInfo, plan: SamplingPlan, seed: int, chunk_size: int, handle, tag: str
+        ):
+            self._graph = graph
+            self._plan = plan
+            self._seed = seed
+            self._chunk_size = chunk_size
+            self._handle = handle
+            self._tag = tag
+            self._specs = None
+            self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
+            self._counters = {}
+
+        def setup(self):
+            self._specs = encode_specs(self._graph.schema)
+
+        def process(self, bucket_parts, *side):
+            _, parts = bucket_parts
+            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
+            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
+            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
+            loaded = self._handle.acquire(
+                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
+            )
+            seeds = Seeds.concat(list(parts))
+            self._bucket_samples.update(len(seeds))
+            counters = collections.Counter()
+            for subgraph in sample_in_memory(
+                self._graph,
+                self._plan,
+                loaded.memory,
+                seeds,
+                self._seed,
+                counters,
+                self._chunk_size,
+            ):
+                yield encode_subgraph(subgraph, self._specs)
+            for name, value in counters.items():
+                if name not in self._counters:
+                    self._counters[name] = Metrics.counter(NAMESPACE, name)
+                self._counters[name].inc(value)
+
+    def expand(self, inputs):
+        seeds, tables, adjacency = inputs
+        graph = self._graph
+        side = [
+            beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
+            for name in graph.edge_sets
+        ]
+        side += [
+            beam.pvalue.AsIter(tables[name] | f"TableValues/{name}" >> beam.Values())
+            for name in graph.node_sets
+        ]
+        fn = self._SampleBucket(
+            graph, self._plan, self._seed, self._chunk_size, shared.Shared(), uuid.uuid4().hex
+        )
+        return (
+            seeds
+            | "SeedValues" >> beam.Values()
+            | "SeedBuckets" >> beam.ParDo(_ToBuckets(SEEDS, "", self._num_buckets))
+            | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
+            | "Group" >> beam.GroupByKey()
+            | "SampleBuckets" >> beam.ParDo(fn, *side)
+        )

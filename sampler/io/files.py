@@ -111,6 +111,14 @@ def expand_files(pattern: str) -> list[str]:
     return sorted(path for path, _ in found)
 
 
+def file_size(path: str) -> int:
+    """Size in bytes of one existing file (any Beam filesystem)."""
+    found = _match_one(path)
+    if not found:
+        raise UserError(f"table file '{path}' does not exist")
+    return found[0][1]
+
+
 def guess_format(path: str, override: str | None = None) -> str:
     """'csv', 'tfrecord' or 'parquet' for a table file name (or pattern), or `override` if given.
 

@@ -1,0 +1,183 @@
+"""Predicts what a sampling run will produce, and what it takes, before paying for it.
+
+  python -m pipelines.estimate --graph_schema G --sampling_spec S [--input_seeds T]
+      [--edge_aggregation_method edge|node] [--seed 0] [--probe_seeds 256]
+      [--target_minutes 60] [--num_shards 32] [--stats_cache auto|none|PATH]
+      [--refresh_stats] [--json OUT]
+
+1. Degree statistics per edge set (sampler/degree_stats.py): one streaming pass over the
+   tables, cached beside the schema in `<schema file>.degree_stats.json` and recomputed
+   when a table file's size or modification time changes.
+2. A probe (sampler/probe.py): the real sampling kernels on --probe_seeds seeds, one
+   streaming pass over the spec's edge tables per hop. It measures the overlap between
+   neighbourhoods that degrees alone cannot see; the degree statistics then remove most
+   of the probe's noise (sampler/estimate.py). --probe_seeds 0 skips it: the estimate is
+   then the degree model alone, which over-predicts on clustered graphs.
+3. The prediction, per op and for the whole spec: expected nodes and edges per subgraph,
+   bytes per subgraph (exact tf.Example sizes) and in total, and a Dataflow worker count
+   and machine type for --target_minutes.
+
+Exit code: 0 success, 1 runtime failure, 2 bad flags or inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from pipelines.toolkit import RowProgress, human_bytes, run_tool
+from sampler.degree_stats import BottomK, degree_stats
+from sampler.estimate import calibrate, estimate, suggest_workers
+from sampler.graph_io import read_seed_ids
+from sampler.ids import fingerprint
+from sampler.io import files
+from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
+from sampler.probe import run_probe
+from sampler.schema import load_graph
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.estimate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--graph_schema", required=True, help="GraphSchema pbtxt or its dir.")
+    parser.add_argument("--sampling_spec", required=True, help="SamplingSpec pbtxt.")
+    parser.add_argument("--input_seeds", help="Seed table (default: every node of the seed set).")
+    parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)
+    parser.add_argument("--seed", type=int, default=0, help="The --seed of the run to predict.")
+    parser.add_argument(
+        "--probe_seeds", type=int, default=256, help="Seeds sampled for real (0: degrees only)."
+    )
+    parser.add_argument(
+        "--target_minutes", type=float, default=60.0, help="Wall time to size Dataflow for."
+    )
+    parser.add_argument("--num_shards", type=int, default=32, help="The run's --num_shards.")
+    parser.add_argument(
+        "--stats_cache",
+        default="auto",
+        help="'auto' (beside the schema), 'none', or a path for the degree statistics cache.",
+    )
+    parser.add_argument(
+        "--refresh_stats", action="store_true", help="Recompute the statistics even if cached."
+    )
+    parser.add_argument("--json", help="Also write the estimate as JSON to this path.")
+    parser.add_argument(
+        "--progress_interval", type=float, default=10.0, help="Seconds between progress lines."
+    )
+    args = parser.parse_args(argv)
+    if args.probe_seeds < 0 or args.target_minutes <= 0 or args.num_shards < 1 or args.seed < 0:
+        parser.error(
+            "--probe_seeds and --seed must be >= 0, --target_minutes > 0, --num_shards >= 1"
+        )
+    return args
+
+
+def probe_ids(stats, plan, input_seeds: str | None, count: int) -> tuple[np.ndarray, int]:
+    """(probe seed ids, number of seeds of the run)."""
+    if input_seeds:
+        seed_ids = read_seed_ids(input_seeds)
+        pool = BottomK(count)
+        import pyarrow as pa
+
+        column = pa.array(seed_ids.tolist(), pa.binary())
+        pool.add(fingerprint(column), column)
+        return pool.ids, len(seed_ids)
+    seed_stats = stats.node_sets[plan.seed_set]
+    chosen = [bytes.fromhex(h) for h in seed_stats.sample_ids[:count]]
+    out = np.empty(len(chosen), dtype=object)
+    out[:] = chosen
+    return out, seed_stats.count
+
+
+def input_bytes(stats) -> int:
+    return sum(
+        int(size) for entries in stats.signature["tables"].values() for _, size, _ in entries
+    )
+
+
+def main_body(argv) -> int:
+    args = parse_args(argv)
+    graph = load_graph(args.graph_schema)
+    plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
+    cache = None if args.stats_cache == "none" else args.stats_cache
+    progress = RowProgress("degree statistics", args.progress_interval)
+    stats, origin = degree_stats(graph, cache, args.refresh_stats, progress)
+    progress.done()
+    ids_, num_seeds = probe_ids(stats, plan, args.input_seeds, args.probe_seeds)
+    model = estimate(graph, plan, stats, num_seeds)
+    result = model
+    if args.probe_seeds and len(ids_):
+        progress = RowProgress(f"probe of {len(ids_)} seeds", args.progress_interval)
+        probe = run_probe(graph, plan, ids_, args.seed, progress)
+        progress.done()
+        result = calibrate(graph, plan, stats, model, probe, uniform_seeds=not args.input_seeds)
+    total_input = input_bytes(stats)
+    workers = suggest_workers(result, total_input, args.target_minutes * 60, args.num_shards)
+    print_estimate(graph, plan, result, model, origin, args, total_input, workers)
+    if args.json:
+        data = result.to_json()
+        data["degree_model"] = model.to_json()
+        data["dataflow"] = {
+            "machine_type": workers.machine_type,
+            "num_workers": workers.num_workers,
+            "vcpu_seconds": workers.vcpu_seconds,
+            "target_seconds": workers.target_seconds,
+        }
+        with files.create_file(args.json) as f:
+            f.write(json.dumps(data, indent=2, sort_keys=True).encode())
+        print(f"json:    {args.json}")
+    return 0
+
+
+def print_estimate(graph, plan, result, model, origin, args, total_input, workers) -> None:
+    seeds_from = args.input_seeds or f"every node of '{plan.seed_set}'"
+    print(f"graph:   {graph.schema_path} ({human_bytes(total_input)} of tables)")
+    print(f"stats:   degree statistics {origin}")
+    print(f"seeds:   {result.num_seeds:,} ({seeds_from})")
+    print(f"method:  {result.method}")
+    compare = result is not model
+    head = "   degree model" if compare else ""
+    print(f"per op, per subgraph:                       frontier      edges{head}")
+    model_ops = {op.name: op for op in model.ops}
+    for op in result.ops:
+        label = f"{op.name} ({op.edge_set}, {op.sample_size})"
+        extra = f"  {model_ops[op.name].edges:13.1f}" if compare else ""
+        print(f"  {label:40s} {op.frontier:9.1f} {op.edges:10.1f}{extra}")
+    print(f"per set, per subgraph:                         size      bytes{head}")
+    for kind, sizes, model_sizes in (
+        ("nodes", result.nodes, model.nodes),
+        ("edges", result.edges, model.edges),
+    ):
+        for name in sorted(sizes):
+            key = f"{kind}/{name}"
+            extra = f"  {model_sizes[name]:13.1f}" if compare else ""
+            size_bytes = human_bytes(result.set_bytes.get(key, 0.0))
+            print(f"  {key:40s} {sizes[name]:9.1f} {size_bytes:>10s}{extra}")
+    extra = (
+        f"  (degree model: {model.total_nodes:.1f} nodes, {model.total_edges:.1f} edges,"
+        f" {human_bytes(model.bytes_per_subgraph)})"
+        if compare
+        else ""
+    )
+    print(
+        f"subgraph: {result.total_nodes:.1f} nodes, {result.total_edges:.1f} edges,"
+        f" {human_bytes(result.bytes_per_subgraph)}{extra}"
+    )
+    print(f"output:  {human_bytes(result.total_bytes)} in {result.num_seeds:,} records")
+    print(
+        f"dataflow: {workers.num_workers} x {workers.machine_type} for a"
+        f" {args.target_minutes:g} min target (about {workers.vcpu_seconds / 3600:.2f}"
+        " vCPU-hours; assumed rates in sampler/estimate.py)"
+    )
+
+
+def main(argv=None) -> int:
+    return run_tool(main_body, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

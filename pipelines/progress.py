@@ -1,0 +1,236 @@
+"""Progress of a sampling run while it runs, and the summary of its Beam counters at the end.
+
+* `CountOutput`: a pass-through step before Write. It counts the subgraphs (for the
+  progress line) and adds Beam counters `output_nodes/<set>` and `output_edges/<set>`
+  from each record's `#size` features. The records are not changed.
+* `Progress`: a context manager. Every `interval` seconds it prints one line to stderr,
+  `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`; on a terminal
+  the line is redrawn in place every second instead. The stage comes from the local
+  runner's log of the bundle it runs; the count from `CountOutput` (same process), or
+  from the runner's metrics for a remote job.
+* `summary_lines`: mean nodes and edges per set, bad records, and time per stage when
+  the runner reports it (the local runner does; Dataflow shows it in its console).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import sys
+import threading
+import time
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from tensorflow.core.example import example_pb2
+
+NAMESPACE = "sampler"
+_FN_RUNNER_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner"
+_STAGE = re.compile(r"([A-Z][A-Za-z]*/[^()+]+)")
+_EXECUTION_TIME = "ptransform_execution_time:total_msecs:v1"
+BAD_RECORD_COUNTERS = (
+    "seeds_not_in_node_set",
+    "nodes_not_in_node_set",
+    "edges_with_missing_endpoint",
+)
+
+
+class _LocalCount:
+    """Records that passed CountOutput in this process (the local runner's workers)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self.value += n
+
+
+LOCAL_COUNT = _LocalCount()
+
+
+class CountOutput(beam.DoFn):
+    """Pass-through: counts subgraphs and their nodes/edges per set."""
+
+    def __init__(self):
+        self._counters = {}
+
+    def _inc(self, name: str, value: int) -> None:
+        if name not in self._counters:
+            self._counters[name] = Metrics.counter(NAMESPACE, name)
+        self._counters[name].inc(value)
+
+    def process(self, record: bytes):
+        LOCAL_COUNT.add(1)
+        example = example_pb2.Example.FromString(record)
+        for key, feature in example.features.feature.items():
+            if key.endswith(".#size") and "/" in key:
+                kind, name = key[: -len(".#size")].split("/", 1)
+                values = feature.int64_list.value
+                self._inc(f"output_{kind}/{name}", int(values[0]) if values else 0)
+        yield record
+
+
+def stage_label(name: str) -> str | None:
+    """'Sample/Op/seed->paper' from a fused stage name of the local runner."""
+    match = _STAGE.search(name)
+    if not match:
+        return None
+    return "/".join(match.group(1).split("/")[:3])
+
+
+class _StageHandler(logging.Handler):
+    """Catches the local runner's 'Running bundle for stage' debug lines; forwards warnings."""
+
+    def __init__(self, progress: Progress):
+        super().__init__(logging.DEBUG)
+        self._progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            logging.getLogger().handle(record)
+            return
+        if isinstance(record.msg, str) and record.msg.startswith("Running bundle for stage"):
+            label = stage_label(str(record.args[0])) if record.args else None
+            if label:
+                self._progress.stage = label
+
+
+class Progress:
+    """Periodic progress lines on stderr while a pipeline runs (see the module docstring)."""
+
+    def __init__(self, interval: float, stream=None, what: str = "subgraphs"):
+        self.interval = float(interval)
+        self.stream = stream if stream is not None else sys.stderr
+        self.what = what
+        self.stage = "starting"
+        self.result = None  # a remote job's PipelineResult, polled for its counter
+        self._start = time.time()
+        self._base = LOCAL_COUNT.value
+        self._stop = threading.Event()
+        self._thread = None
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._handler = None
+        self._saved = None
+        self.lines = 0
+
+    def count(self) -> int:
+        local = LOCAL_COUNT.value - self._base
+        if local or self.result is None:
+            return local
+        try:
+            for counter in self.result.metrics().query()["counters"]:
+                if counter.key.metric.name == "subgraphs":
+                    return int(counter.attempted or 0)
+        except Exception:  # noqa: BLE001 - a runner without live metrics: show no count
+            return 0
+        return 0
+
+    def line(self) -> str:
+        elapsed = time.time() - self._start
+        done = self.count()
+        rate = done / elapsed if elapsed > 0 else 0.0
+        return (
+            f"progress: {elapsed:5.0f}s  stage {self.stage}  {self.what} {done:,} ({rate:,.0f}/s)"
+        )
+
+    def _run(self) -> None:
+        period = min(1.0, self.interval) if self._tty else self.interval
+        while not self._stop.wait(period):
+            self.emit()
+
+    def emit(self) -> None:
+        text = self.line()
+        if self._tty:
+            self.stream.write("\r" + text[:160].ljust(100))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+        self.lines += 1
+
+    def __enter__(self) -> Progress:
+        if self.interval <= 0:
+            return self
+        logger = logging.getLogger(_FN_RUNNER_LOGGER)
+        self._saved = (logger.level, logger.propagate)
+        self._handler = _StageHandler(self)
+        logger.addHandler(self._handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        logger = logging.getLogger(_FN_RUNNER_LOGGER)
+        logger.removeHandler(self._handler)
+        logger.setLevel(self._saved[0])
+        logger.propagate = self._saved[1]
+        if self._tty and self.lines:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def stage_times(result) -> dict[str, float]:
+    """Seconds per stage (summed over its transforms) when the runner reports them, else {}."""
+    monitoring = getattr(result, "monitoring_metrics", None)
+    if monitoring is None:
+        return {}
+    try:
+        counters = monitoring().query()["counters"]
+    except Exception:  # noqa: BLE001 - runners without system metrics report nothing
+        return {}
+    times = collections.Counter()
+    for counter in counters:
+        if not counter.key.metric.name.endswith(_EXECUTION_TIME) or not counter.key.step:
+            continue
+        parts = counter.key.step.split("/")
+        depth = 3 if parts[0] in ("ReadGraph", "Sample") and len(parts) > 2 else 1
+        if parts[0] == "Sample" and len(parts) > 1 and parts[1] in ("Assemble", "SeedNodes"):
+            depth = 2
+        value = counter.committed if counter.committed is not None else counter.attempted
+        times["/".join(parts[:depth])] += (value or 0) / 1000.0
+    return {name: seconds for name, seconds in times.items() if seconds > 0}
+
+
+def summary_lines(counters: dict[str, int], times: dict[str, float], top: int = 8) -> list[str]:
+    """The end-of-run summary below 'subgraphs: N in T s' (see the module docstring)."""
+    lines = []
+    subgraphs = counters.get("subgraphs", 0)
+    for kind in ("nodes", "edges"):
+        sizes = {
+            name.split("/", 1)[1]: value
+            for name, value in counters.items()
+            if name.startswith(f"output_{kind}/")
+        }
+        if sizes and subgraphs:
+            mean = ", ".join(f"{k} {v / subgraphs:.1f}" for k, v in sorted(sizes.items()))
+            lines.append(f"{kind} per subgraph (mean): {mean}")
+            total = ", ".join(f"{k} {v:,}" for k, v in sorted(sizes.items()))
+            lines.append(f"{kind} in total: {total}")
+    bad = {
+        name: value
+        for name, value in counters.items()
+        if name.split("/", 1)[0] in BAD_RECORD_COUNTERS and value
+    }
+    if bad:
+        lines.append(
+            f"bad records: {sum(bad.values()):,} ("
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(bad.items()))
+            + ")"
+        )
+    else:
+        lines.append("bad records: 0")
+    if times:
+        ranked = sorted(times.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in ranked[:top])
+        rest = sum(seconds for _, seconds in ranked[top:])
+        more = f", {len(ranked) - top} more {rest:.1f}s" if len(ranked) > top else ""
+        lines.append(f"time per stage (runner-reported): {shown}{more}")
+    return lines

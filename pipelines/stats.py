@@ -1,0 +1,159 @@
+"""Summarizes sampled subgraphs, or a DGL partition folder, as JSON and PNG charts.
+
+  python -m pipelines.stats --samples 'out/samples-*' [--graph_schema S]
+      [--output_dir D] [--max_records N] [--no_plots]
+  python -m pipelines.stats --partition out/partitions [--output_dir D] [--no_plots]
+
+Samples: streams every record (a path, glob or base@N pattern) and writes
+  D/summary.json   count, bytes, and per node set and edge set the mean, p50, p95, max
+                   and min size per subgraph, plus every feature's coverage (rows with a
+                   value: not all-NaN, non-empty) and non-zero fraction;
+  D/hist_<kind>_<set>.png   a histogram of subgraph sizes per set (640x400).
+The schema defaults to the schema.pbtxt the sampler writes beside the samples; D defaults
+to a `stats` folder beside them.
+
+Partitions: reads <graph_name>.json and every part<i>/graph.dgl, and writes
+  D/partition_stats.json   per partition: inner and HALO nodes per type, owned edges and
+                           cut edges per type; overall edge cut and HALO fraction;
+  D/partition_stats.png    a bar chart of both (1000x450).
+D defaults to a `stats` folder inside the partition folder.
+
+PNGs need matplotlib (the `plot` extra); without it the JSON is still written and a note
+says how to install it. Exit code: 0 success, 1 runtime failure, 2 bad flags or inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pipelines.toolkit import human_bytes, run_tool
+from sampler import render
+from sampler.errors import UserError
+from sampler.partition_stats import find_config, partition_stats
+from sampler.sample_stats import SampleSummary, default_schema, iter_subgraphs, load_specs
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m pipelines.stats",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--samples", help="Sampled records: a path, glob or base@N pattern.")
+    source.add_argument("--partition", help="A DGL partition folder (or its JSON config).")
+    parser.add_argument("--graph_schema", help="Schema of the samples (default: beside them).")
+    parser.add_argument("--output_dir", help="Where the JSON and PNGs go (default: ./stats).")
+    parser.add_argument("--max_records", type=int, help="Read at most this many records.")
+    parser.add_argument("--no_plots", action="store_true", help="Write the JSON only.")
+    args = parser.parse_args(argv)
+    if args.max_records is not None and args.max_records < 1:
+        parser.error("--max_records must be at least 1")
+    return args
+
+
+def _plots(make) -> list[str]:
+    try:
+        return make()
+    except render.PlotsUnavailable as e:
+        print(f"note: no PNG written: {e}", file=sys.stderr)
+        return []
+
+
+def sample_report(args) -> int:
+    schema = args.graph_schema or default_schema(args.samples)
+    specs = load_specs(schema)
+    summary = SampleSummary(specs)
+    for path, _, size, subgraph in iter_subgraphs(args.samples, specs):
+        summary.add(subgraph, size, path)
+        if args.max_records and summary.count >= args.max_records:
+            break
+    if summary.count == 0:
+        raise UserError(f"--samples {args.samples}: the files hold no records")
+    first = args.samples.rsplit("/", 1)[0] if "/" in args.samples else "."
+    out_dir = args.output_dir or os.path.join(first, "stats")
+    os.makedirs(out_dir, exist_ok=True)
+    data = {"samples": args.samples, "schema": schema, **summary.to_json()}
+    json_path = os.path.join(out_dir, "summary.json")
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    b = data["bytes"]
+    print(f"samples: {args.samples} ({data['files']} files, schema {schema})")
+    print(
+        f"subgraphs: {data['count']:,}, {human_bytes(b['total'])}"
+        f" (per subgraph: mean {human_bytes(b['mean'])}, p95 {human_bytes(b['p95'])},"
+        f" max {human_bytes(b['max'])})"
+    )
+    print(f"{'size per subgraph':32s} {'mean':>9s} {'p50':>7s} {'p95':>7s} {'max':>7s}")
+    for kind in ("node_sets", "edge_sets"):
+        for name, entry in data[kind].items():
+            label = f"{'nodes' if kind == 'node_sets' else 'edges'}/{name}"
+            print(
+                f"  {label:30s} {entry['mean']:9.1f} {entry['p50']:7.0f} {entry['p95']:7.0f}"
+                f" {entry['max']:7d}"
+            )
+    partial = [
+        f"{kind[:-5]}/{name}.{feature} {cov['coverage']:.1%}"
+        for kind in ("node_sets", "edge_sets")
+        for name, entry in data[kind].items()
+        for feature, cov in entry["features"].items()
+        if cov["coverage"] < 1.0
+    ]
+    print("feature coverage: " + ("100% everywhere" if not partial else ", ".join(partial)))
+    print(f"json:    {json_path}")
+    if not args.no_plots:
+        paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out_dir))
+        if paths:
+            print(f"png:     {len(paths)} histograms in {out_dir} (hist_*.png)")
+    return 0
+
+
+def partition_report(args) -> int:
+    report = partition_stats(args.partition)
+    folder = os.path.dirname(find_config(args.partition))
+    out_dir = args.output_dir or os.path.join(folder, "stats")
+    os.makedirs(out_dir, exist_ok=True)
+    json_path = os.path.join(out_dir, "partition_stats.json")
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=True)
+    print(f"partition: {report['config']} ({report['num_parts']} parts)")
+    print(
+        f"nodes {report['num_nodes']:,}, edges {report['num_edges']:,}, edge cut"
+        f" {report['edge_cut']:.1%}, HALO fraction {report['halo_fraction']:.1%},"
+        f" node balance (max/mean) {report['node_balance_max_over_mean']:.2f}"
+    )
+    for part in report["partitions"]:
+        nodes = ", ".join(f"{k} {v:,}" for k, v in part["inner_nodes"].items())
+        edges = ", ".join(
+            f"{k.split(':')[1] if ':' in k else k} {v:,}" for k, v in part["edges"].items()
+        )
+        print(
+            f"  part {part['partition']}: nodes {nodes}; HALO {part['halo_nodes_total']:,}"
+            f" ({part['halo_fraction']:.1%}); edges {edges}; cut {part['cut_edges_total']:,}"
+        )
+    if not report["matches_json_maps"]:
+        print("warning: inner node/edge counts differ from the JSON's node_map/edge_map")
+    print(f"json:    {json_path}")
+    if not args.no_plots:
+        paths = _plots(
+            lambda: [render.partition_chart(report, os.path.join(out_dir, "partition_stats.png"))]
+        )
+        if paths:
+            print(f"png:     {paths[0]}")
+    return 0
+
+
+def main_body(argv) -> int:
+    args = parse_args(argv)
+    return partition_report(args) if args.partition else sample_report(args)
+
+
+def main(argv=None) -> int:
+    return run_tool(main_body, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

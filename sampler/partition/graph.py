@@ -1,0 +1,205 @@
+"""The graph as the partitioner sees it: types, node shards and original integer ids.
+
+Original type-wise ids. A node's original id is the rank of its 64-bit fingerprint
+(`sampler.ids.fingerprint` of its string `#id`) among the fingerprints of its node set,
+so it depends only on the set of ids, never on how the tables are split into files.
+Nodes are sharded by fingerprint *range* (`range_shard`), so a shard holds a contiguous
+block of original ids: shard s of type t holds ids [start, start + n) where start is the
+number of nodes of t in shards 0..s-1 (a small side input of counts).
+
+An edge's original type-wise id is its rank within its edge set in the order
+(source original id, target original id, content hash of its features). Parallel edges
+with equal features are interchangeable, so the order is well defined either way. Edges
+are grouped by the node shard of their source, which makes that order shard-major too.
+
+Type ids follow DGL: node types sorted by name, edge types sorted as canonical
+(source, relation, target) tuples, the relation being the Unigraph edge set name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from sampler import ids
+from sampler.adjacency import FingerprintCollision, build_node_table
+from sampler.batches import NodeBatch, take_features
+from sampler.errors import UserError
+from sampler.features import FeatureSpec
+from sampler.schema import GraphInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphTypes:
+    """Node and edge types in DGL's order, with the features DGL files can hold."""
+
+    ntypes: tuple[str, ...]
+    etypes: tuple[tuple[str, str, str], ...]  # canonical (source, edge set, target)
+    node_features: dict[str, dict[str, FeatureSpec]]  # ntype -> numeric features
+    edge_features: dict[str, dict[str, FeatureSpec]]  # edge set -> numeric features
+    skipped_features: tuple[str, ...]  # string features, which DGL tensors cannot hold
+
+    @classmethod
+    def from_graph(cls, graph: GraphInfo) -> GraphTypes:
+        ntypes = tuple(sorted(graph.node_sets))
+        etypes = tuple(sorted((e.source, e.name, e.target) for e in graph.edge_sets.values()))
+        skipped = []
+
+        def numeric(owner: str, specs: dict[str, FeatureSpec]) -> dict[str, FeatureSpec]:
+            out = {}
+            for name, spec in specs.items():
+                if spec.kind == "bytes":
+                    skipped.append(f"{owner}/{name}")
+                elif "/" in name:
+                    raise UserError(
+                        f"feature '{owner}/{name}': DGL splits feature keys on '/', "
+                        "so a feature name must not contain it"
+                    )
+                else:
+                    out[name] = spec
+            return out
+
+        node_features = {t: numeric(t, graph.node_sets[t].features) for t in ntypes}
+        edge_features = {
+            e: numeric(canonical(etype), graph.edge_sets[e].features)
+            for etype in etypes
+            for e in [etype[1]]
+        }
+        for name in ntypes:
+            if ":" in name:
+                raise UserError(f"node set '{name}': DGL type names must not contain ':'")
+        return cls(ntypes, etypes, node_features, edge_features, tuple(skipped))
+
+    @property
+    def homogeneous(self) -> bool:
+        return len(self.ntypes) == 1 and len(self.etypes) == 1
+
+    def ntype_id(self, name: str) -> int:
+        return self.ntypes.index(name)
+
+    def etype_id(self, edge_set: str) -> int:
+        return [e[1] for e in self.etypes].index(edge_set)
+
+    def canonical(self, etype: int) -> str:
+        return canonical(self.etypes[etype])
+
+
+def canonical(etype: tuple[str, str, str]) -> str:
+    return ":".join(etype)
+
+
+def range_shard(fp: np.ndarray, num_shards: int) -> np.ndarray:
+    """The shard of each fingerprint when [0, 2**64) is cut into num_shards equal ranges."""
+    high = np.asarray(fp, dtype=np.uint64) >> np.uint64(32)
+    return ((high * np.uint64(num_shards)) >> np.uint64(32)).astype(np.int64)
+
+
+@dataclasses.dataclass
+class NodeShard:
+    """The nodes of one type in one fingerprint range, sorted by fingerprint.
+
+    Row i has the original type-wise id `start + i` once `start` is known.
+    """
+
+    ntype: int
+    shard: int
+    rows: NodeBatch
+    start: int = -1
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def index(self) -> NodeIndex:
+        return NodeIndex(self.ntype, self.shard, self.rows.fp, self.start)
+
+
+@dataclasses.dataclass
+class NodeIndex:
+    """Fingerprints of a node shard and its first original id: what edge joins need."""
+
+    ntype: int
+    shard: int
+    fp: np.ndarray  # uint64, sorted
+    start: int
+
+    def lookup(self, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(original id, found) of each fingerprint."""
+        if len(self.fp) == 0:
+            return np.zeros(len(fps), np.int64), np.zeros(len(fps), bool)
+        pos = np.searchsorted(self.fp, fps)
+        pos_c = np.minimum(pos, len(self.fp) - 1)
+        found = self.fp[pos_c] == fps
+        return (self.start + pos_c).astype(np.int64), found
+
+
+def build_node_shard(
+    ntype: int, shard: int, parts: list[NodeBatch], specs: dict[str, FeatureSpec], name: str
+) -> NodeShard:
+    """Merges the batches of one shard: sorted by fingerprint, duplicate ids dropped.
+
+    A duplicate id keeps its row with the smallest content hash (as the sampler does), so
+    the result does not depend on the order the batches arrive in.
+    """
+    batch = NodeBatch.concat(parts, specs)
+    try:
+        table = build_node_table(batch)
+    except FingerprintCollision as e:
+        raise UserError(f"node set '{name}': {e}; rename one of them") from e
+    return NodeShard(ntype, shard, table.rows)
+
+
+def shard_starts(counts: dict[tuple[int, int], int], num_types: int, num_shards: int):
+    """[T, S + 1] array: the first original id of every (type, shard), and each type's total."""
+    table = np.zeros((num_types, num_shards), dtype=np.int64)
+    for (t, s), n in counts.items():
+        table[t, s] += n
+    starts = np.zeros((num_types, num_shards + 1), dtype=np.int64)
+    np.cumsum(table, axis=1, out=starts[:, 1:])
+    return starts
+
+
+@dataclasses.dataclass
+class EdgeShard:
+    """The edges of one edge type whose sources lie in one node shard, in original-id order.
+
+    `dst_shard` is the node shard of each target; features are rows in the same order.
+    Row i has the original type-wise edge id `start + i` once `start` is known.
+    """
+
+    etype: int
+    shard: int  # node shard of the sources
+    src: np.ndarray  # int64 original ids of the sources
+    dst: np.ndarray  # int64 original ids of the targets
+    dst_shard: np.ndarray  # int64
+    features: dict[str, np.ndarray]
+    start: int = -1
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def rank_edges(
+    etype: int,
+    shard: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    dst_shard: np.ndarray,
+    features: dict[str, np.ndarray],
+) -> EdgeShard:
+    """Sorts one shard's edges of one type by (source id, target id, content hash)."""
+    content = ids.row_fingerprint(features, len(src))
+    order = np.lexsort((content, dst, src))
+    return EdgeShard(
+        etype,
+        shard,
+        src[order].astype(np.int64),
+        dst[order].astype(np.int64),
+        dst_shard[order].astype(np.int64),
+        take_features(features, order),
+    )
+
+
+def nid_shard(starts_t: np.ndarray, nids: np.ndarray) -> np.ndarray:
+    """Node shard of original ids of one type, given that type's row of `shard_starts`."""
+    return (np.searchsorted(starts_t, nids, side="right") - 1).astype(np.int64)

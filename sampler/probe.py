@@ -1,0 +1,186 @@
+"""A probe: the real sampling kernels run for a few seeds, streaming over the edge tables.
+
+Degree statistics cannot see locality (communities, triangles): on clustered graphs the
+neighbourhoods of a subgraph overlap, so there are fewer distinct nodes than a model of
+independent draws predicts. The probe measures it. Ops are grouped into levels (an op's
+level is one more than its inputs'); each level reads the edge tables its ops use once
+(id columns, plus `weight` for TOP_K / RANDOM_WEIGHTED), keeps the out-edges of the
+level's frontier nodes only, and applies `sampler.sampling.sample_frontier` to them, so a
+probe subgraph has exactly the sizes the pipeline gives that seed with the same --seed.
+Memory is proportional to the probe's neighbourhoods, not to the graph. With node
+aggregation, one more pass collects the induced edges.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+
+from sampler import graph_io, ids
+from sampler.adjacency import Adjacency, build_adjacency, make_seeds
+from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
+from sampler.plan import NODE, WEIGHT_FEATURE, SamplingPlan
+from sampler.sampling import all_out_edges, sample_frontier
+from sampler.schema import GraphInfo
+
+
+@dataclasses.dataclass
+class ProbeResult:
+    """Per probe seed (same order in every array): sizes of its subgraph."""
+
+    sample_ids: list[bytes]
+    nodes: dict[str, np.ndarray]  # node set -> nodes per subgraph
+    edges: dict[str, np.ndarray]  # edge set -> edges per subgraph
+    op_frontier: dict[str, np.ndarray]  # op -> distinct input nodes
+    op_edges: dict[str, np.ndarray]  # op -> sampled edges
+
+    def __len__(self) -> int:
+        return len(self.sample_ids)
+
+
+def op_levels(plan: SamplingPlan) -> list[list]:
+    """The ops grouped by depth: level 1 reads only the seed op, and so on."""
+    depth = {plan.seed_op: 0}
+    for op in plan.ops:
+        depth[op.name] = 1 + max(depth[name] for name in op.inputs)
+    levels = collections.defaultdict(list)
+    for op in plan.ops:
+        levels[depth[op.name]].append(op)
+    return [levels[d] for d in sorted(levels)]
+
+
+def _out_edges(
+    graph: GraphInfo,
+    wanted: dict[str, np.ndarray],
+    weighted: set[str],
+    progress: Callable[[str, int], None],
+) -> dict[str, Adjacency]:
+    """Adjacency of every edge set in `wanted`, restricted to the wanted source nodes."""
+    parts: dict[str, list[EdgeBatch]] = collections.defaultdict(list)
+    for pattern in sorted({graph.edge_sets[name].filename for name in wanted}):
+        users = [n for n in wanted if graph.edge_sets[n].filename == pattern]
+        specs = {}
+        for name in users:
+            info = graph.edge_sets[name]
+            if name in weighted:
+                specs[WEIGHT_FEATURE] = info.features[WEIGHT_FEATURE]
+        rows = 0
+        for path, fmt in graph_io.table_files(pattern):
+            info = graph.edge_sets[users[0]]
+            reader_info = dataclasses.replace(info, features=specs, reversed=False)
+            for batch, _ in graph_io.read_edge_file(path, fmt, reader_info):
+                rows += len(batch)
+                progress(pattern, rows)
+                for name in users:
+                    reversed_ = graph.edge_sets[name].reversed
+                    src, dst = (batch.dst, batch.src) if reversed_ else (batch.src, batch.dst)
+                    nodes = wanted[name]
+                    if not len(nodes):
+                        continue
+                    pos = np.minimum(np.searchsorted(nodes, src), len(nodes) - 1)
+                    keep = np.flatnonzero(nodes[pos] == src)
+                    if len(keep):
+                        feats = {k: v[keep] for k, v in batch.features.items()}
+                        parts[name].append(EdgeBatch(src[keep], dst[keep], feats))
+    out = {}
+    for name in wanted:
+        specs = (
+            {WEIGHT_FEATURE: graph.edge_sets[name].features[WEIGHT_FEATURE]}
+            if (name in weighted)
+            else {}
+        )
+        edges = EdgeBatch.concat(parts[name], specs)
+        out[name] = build_adjacency(edges, WEIGHT_FEATURE if name in weighted else None)
+    return out
+
+
+def _unique_edges(sample: np.ndarray, edge_key: np.ndarray) -> np.ndarray:
+    """The sample of every distinct (sample, edge) pair: an edge counts once per subgraph."""
+    if not len(sample):
+        return sample
+    return np.unique(np.stack([sample, edge_key]), axis=1)[0]
+
+
+def run_probe(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    seed_ids: np.ndarray,
+    seed: int = 0,
+    progress: Callable[[str, int], None] | None = None,
+) -> ProbeResult:
+    """Samples the subgraphs of `seed_ids` (object array of bytes) and returns their sizes."""
+    report = progress or (lambda table, rows: None)
+    seeds = make_seeds(seed_ids)
+    order = np.argsort(seeds.sample)
+    keys = seeds.sample[order]
+    count = len(keys)
+
+    def per_sample(sample: np.ndarray) -> np.ndarray:
+        if not len(sample):
+            return np.zeros(count, np.int64)
+        return np.bincount(np.searchsorted(keys, sample), minlength=count)
+
+    produced = {plan.seed_op: SampleNodes(seeds.sample, seeds.node)}
+    sampled: dict[str, list[SampledEdges]] = collections.defaultdict(list)
+    op_frontier, op_edges = {}, {}
+    weighted = plan.weighted_edge_sets()
+    for level in op_levels(plan):
+        frontiers = {
+            op.name: SampleNodes.concat([produced[name] for name in op.inputs]).unique()
+            for op in level
+        }
+        wanted = collections.defaultdict(list)
+        for op in level:
+            wanted[op.edge_set].append(frontiers[op.name].node)
+        wanted = {name: np.unique(np.concatenate(v)) for name, v in wanted.items()}
+        adjacency = _out_edges(graph, wanted, weighted, report)
+        for op in level:
+            edges = sample_frontier(
+                adjacency[op.edge_set],
+                frontiers[op.name],
+                sample_size=op.sample_size,
+                strategy=op.strategy,
+                op_key=op.key,
+                seed=seed,
+            )
+            produced[op.name] = SampleNodes(edges.sample, edges.dst)
+            sampled[op.edge_set].append(edges)
+            op_frontier[op.name] = per_sample(frontiers[op.name].sample)
+            op_edges[op.name] = per_sample(edges.sample)
+    present: dict[str, SampleNodes] = {}
+    for name in graph.node_sets:
+        parts = [found for op, found in produced.items() if plan.output_set(op) == name]
+        present[name] = SampleNodes.concat(parts).unique()
+    nodes = {name: per_sample(rows.sample) for name, rows in present.items()}
+    if plan.aggregation == NODE:
+        wanted = {
+            name: np.unique(present[info.source].node) for name, info in graph.edge_sets.items()
+        }
+        adjacency = _out_edges(graph, wanted, set(), report)
+        edges = {}
+        for name, info in graph.edge_sets.items():
+            found = all_out_edges(adjacency[name], present[info.source])
+            target = present[info.target]
+            pairs = np.sort(ids.combine(target.sample, target.node))
+            wanted_pairs = ids.combine(found.sample, found.dst)
+            pos = np.minimum(np.searchsorted(pairs, wanted_pairs), max(len(pairs) - 1, 0))
+            keep = pairs[pos] == wanted_pairs if len(pairs) else np.zeros(len(found), bool)
+            edges[name] = per_sample(_unique_edges(found.sample[keep], found.edge_key[keep]))
+    else:
+        edges = {}
+        for name in graph.edge_sets:
+            parts = sampled.get(name, [])
+            if not parts:
+                edges[name] = np.zeros(count, np.int64)
+                continue
+            edges[name] = per_sample(
+                _unique_edges(
+                    np.concatenate([p.sample for p in parts]),
+                    np.concatenate([p.edge_key for p in parts]),
+                )
+            )
+    sample_ids = seeds.sample_id[order].tolist()
+    return ProbeResult(sample_ids, nodes, edges, op_frontier, op_edges)

@@ -1,0 +1,230 @@
+"""Partition stage: kernels, determinism across workers and input sharding, CLI errors.
+
+DGL loading and DGL's invariants are in tests/test_partition_dgl.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines import cli
+from sampler import synthetic
+from sampler.errors import UserError
+from sampler.partition import assign
+from sampler.partition.layout import Layout, rank_within
+from tests.partition_helpers import run_partition
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 1000, 4097])
+def test_feistel_is_a_permutation(n):
+    x = np.arange(n, dtype=np.uint64)
+    y = assign.feistel_permute(x, n, np.uint64(7))
+    assert sorted(y.tolist()) == list(range(n))
+    if n > 100:
+        assert not np.array_equal(y, x)
+        assert not np.array_equal(y, assign.feistel_permute(x, n, np.uint64(8)))
+
+
+def test_random_parts_are_exactly_balanced_per_group_and_class():
+    n, parts = 1003, 4
+    rank = np.arange(n, dtype=np.int64)
+    got = assign.random_parts(
+        3,
+        np.zeros(n, np.uint64),
+        rank,
+        np.full(n, n),
+        np.zeros(n, np.int64),
+        np.zeros(n, np.int64),
+        parts,
+    )
+    counts = np.bincount(got, minlength=parts)
+    assert counts.max() - counts.min() <= 1
+    # Two degree buckets of one class: still exactly balanced over the whole class.
+    key = (np.arange(n) % 2).astype(np.uint64)
+    rank = np.arange(n) // 2
+    size = np.where(key == 0, (n + 1) // 2, n // 2)
+    offset = np.where(key == 0, 0, (n + 1) // 2)
+    got = assign.random_parts(3, key, rank, size, offset, np.zeros(n, np.int64), parts)
+    counts = np.bincount(got, minlength=parts)
+    assert counts.max() - counts.min() <= 1
+    for k in (0, 1):
+        c = np.bincount(got[key == k], minlength=parts)
+        assert c.max() - c.min() <= 1
+
+
+def test_layout_ids_are_partition_major_and_type_minor():
+    # 2 types, 2 shards, 2 parts.
+    node_counts = np.array([[[2, 1], [0, 2]], [[1, 1], [1, 0]]])
+    lay = Layout(node_counts, np.zeros((1, 2, 2), np.int64))
+    # part 0: type0 = 2 nodes (ids 0,1), type1 = 2 (ids 2,3); part 1: type0 = 3, type1 = 1.
+    np.testing.assert_array_equal(lay.node_map()[0], [[0, 2], [4, 7]])
+    np.testing.assert_array_equal(lay.node_map()[1], [[2, 4], [7, 8]])
+    hom, typed = lay.node_ids(0, 0, np.array([0, 1, 0]))
+    np.testing.assert_array_equal(hom, [0, 4, 1])
+    np.testing.assert_array_equal(typed, [0, 2, 1])
+    hom, typed = lay.node_ids(0, 1, np.array([1, 1]))
+    np.testing.assert_array_equal(hom, [5, 6])
+    np.testing.assert_array_equal(typed, [3, 4])
+    np.testing.assert_array_equal(rank_within(np.array([2, 0, 2, 2, 0]), 3), [0, 0, 1, 2, 1])
+
+
+def test_lp_quotas_keep_parts_within_bounds():
+    levels = assign.LP_GAIN_LEVELS
+    hist = np.zeros((1, 2, 2, levels), np.int64)
+    hist[0, 0, 1, 1] = 50  # 50 nodes want 0 -> 1 with gain 1
+    hist[0, 0, 1, 5] = 10  # 10 with gain 5
+    hist[0, 1, 0, 2] = 20  # 20 want 1 -> 0
+    sizes = np.array([[100, 100]])
+    quotas = assign.lp_quotas(
+        hist, np.zeros((1, 2, 2)), sizes, sizes, sizes.sum(1), sizes.sum(1), False
+    )
+    # Swaps: 20 each way; then 0 -> 1 only up to 1.03 * 100 = 103, i.e. 3 more.
+    assert quotas.level[0, 1, 0] == 2 and quotas.fraction[0, 1, 0] == 1.0
+    assert quotas.level[0, 0, 1] == 1  # the 10 gain-5 moves, then 13 of the 50 gain-1 ones
+    assert quotas.fraction[0, 0, 1] == pytest.approx(13 / 50)
+
+
+def test_metis_refuses_graphs_past_its_limit():
+    src = np.arange(10)
+    dst = (np.arange(10) + 1) % 10
+    with pytest.raises(UserError, match="--part_method lp"):
+        assign.metis_parts(10, src, dst, np.zeros(10, np.int64), 1, 2, 0, False, max_adjacency=5)
+    parts = assign.metis_parts(10, src, dst, np.zeros(10, np.int64), 1, 2, 0, False)
+    assert sorted(np.bincount(parts).tolist()) == [5, 5]
+    # A ring cut in two: two edges cut.
+    assert int(np.sum(parts[src] != parts[dst])) == 2
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory):
+    root = tmp_path_factory.mktemp("partition_det")
+    graph = synthetic.generate_mag(400, seed=6, feature_dim=3, edge_weights=True)
+    sharded = synthetic.write_graph(graph, str(root / "sharded"), fmt="parquet", num_shards=3)
+    single = synthetic.write_graph(graph, str(root / "single"), fmt="tfrecord")
+    return root, sharded, single
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """Every file of a partition folder except the id tables (their file count follows
+    --num_shards; their content is checked in test_partition_dgl.py)."""
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_file() and not rel.startswith("node_ids/"):
+            out[rel] = path.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("method", ["random", "lp", "metis"])
+def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method):
+    root, sharded, single = mag
+    flags = ["--num_parts", "3", "--part_method", method, "--seed", "11", "--lp_rounds", "3"]
+    run_partition(sharded, str(root / f"{method}_a"), *flags)
+    run_partition(
+        single,
+        str(root / f"{method}_b"),
+        *flags,
+        "--num_shards", "5",
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2",
+    )  # fmt: skip
+    a, b = folder_bytes(root / f"{method}_a"), folder_bytes(root / f"{method}_b")
+    assert sorted(a) == sorted(b)
+    assert "g.json" in a and "part2/graph.dgl" in a and "partition_report.json" in a
+    for name in a:
+        assert a[name] == b[name], name
+
+
+def test_seed_changes_random_and_lp_beats_random(mag):
+    root, sharded, _ = mag
+    run_partition(sharded, str(root / "seed0"), "--num_parts", "2")
+    run_partition(sharded, str(root / "seed1"), "--num_parts", "2", "--seed", "1")
+    a = (root / "seed0" / "part0" / "graph.dgl").read_bytes()
+    assert a != (root / "seed1" / "part0" / "graph.dgl").read_bytes()
+    report = json.loads((root / "seed0" / "partition_report.json").read_text())
+    run_partition(sharded, str(root / "lp"), "--num_parts", "2", "--part_method", "lp")
+    lp = json.loads((root / "lp" / "partition_report.json").read_text())
+    assert lp["edge_cut"] < 0.5 * report["edge_cut"]
+    for name, b in lp["node_balance"].items():
+        if sum(b["counts"]) >= 100:
+            assert b["max_over_mean"] <= 1.05 and b["min_over_mean"] >= 0.95, name
+    for b in report["node_balance"].values():
+        assert max(b["counts"]) - min(b["counts"]) <= 1
+
+
+def test_balance_edges_balances_owned_edges(mag):
+    root, sharded, _ = mag
+    run_partition(sharded, str(root / "be"), "--num_parts", "4", "--balance_edges")
+    run_partition(sharded, str(root / "nobe"), "--num_parts", "4")
+    be = json.loads((root / "be" / "partition_report.json").read_text())
+    nobe = json.loads((root / "nobe" / "partition_report.json").read_text())
+    assert be["edge_balance"]["max_over_mean"] < nobe["edge_balance"]["max_over_mean"]
+    assert be["edge_balance"]["max_over_mean"] < 1.03
+
+
+def test_balance_ntypes_balances_each_value(mag):
+    root, sharded, _ = mag
+    run_partition(sharded, str(root / "bn"), "--num_parts", "3", "--balance_ntypes", "year")
+    report = json.loads((root / "bn" / "partition_report.json").read_text())
+    years = [k for k in report["class_balance"] if k.startswith("paper/year=")]
+    assert len(years) == 10
+    for name in years + ["author", "institution"]:
+        counts = report["class_balance"][name]["counts"]
+        assert max(counts) - min(counts) <= 1, name
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.partition", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--graph_name", "bad-name", "--num_parts", "2"], "--graph_name 'bad-name'"),
+        (["--graph_name", "g", "--num_parts", "0"], "--num_parts"),
+        (["--graph_name", "g", "--num_parts", "2", "--balance_ntypes", "nope"], "nope"),
+        (["--graph_name", "g", "--num_parts", "2", "--balance_ntypes", "feat"], "scalar"),
+        (["--graph_name", "g", "--num_parts", "2", "--num_hops", "2"], "--num_hops 2"),
+        (
+            ["--graph_name", "g", "--num_parts", "2", "--part_method", "metis"]
+            + ["--metis_max_adjacency", "10"],
+            "--part_method lp",
+        ),
+    ],
+)
+def test_user_errors_are_one_line(mag, extra, fragment):
+    root, sharded, _ = mag
+    result = run_cli("--graph_schema", sharded, "--output_dir", str(root / "err"), *extra)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and fragment in lines[-1], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_beam_graph_lists_partition():
+    assert cli.SUBCOMMANDS["partition"][0] == "pipelines.partition"
