@@ -7,7 +7,9 @@
   `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`; on a terminal
   the line is redrawn in place every second instead. The stage comes from the local
   runner's log of the bundle it runs; the count from `CountOutput` (same process), or
-  from the runner's metrics for a remote job.
+  from the runner's metrics for a remote job (whose stage is the job state). With
+  `--direct_running_mode=multi_processing` the workers are other processes: the line
+  shows the stage, and the count only at the end.
 * `summary_lines`: mean nodes and edges per set, bad records, and time per stage when
   the runner reports it (the local runner does; Dataflow shows it in its console).
 """
@@ -28,6 +30,10 @@ from tensorflow.core.example import example_pb2
 NAMESPACE = "sampler"
 _FN_RUNNER_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner"
 _STAGE = re.compile(r"([A-Z][A-Za-z]*/[^()+]+)")
+# Sub-transforms of ReadGraph / Sample that exist once per op, node set or edge set.
+_PER_NAME_GROUPS = {
+    "Op", "Nodes", "Induced", "ReadEdges", "ReadNodes", "NodeTable", "Adjacency", "Requests",
+}  # fmt: skip
 _EXECUTION_TIME = "ptransform_execution_time:total_msecs:v1"
 BAD_RECORD_COUNTERS = (
     "seeds_not_in_node_set",
@@ -52,25 +58,44 @@ LOCAL_COUNT = _LocalCount()
 
 
 class CountOutput(beam.DoFn):
-    """Pass-through: counts subgraphs and their nodes/edges per set."""
+    """Pass-through: counts subgraphs and their nodes/edges per set (sums per bundle)."""
 
-    def __init__(self):
+    def __init__(self, schema=None):
+        # (counter name, '#size' key) per set; from the schema when given, else every key.
+        self._keys = None
+        if schema is not None:
+            from sampler.encode import encode_specs
+
+            specs = encode_specs(schema)
+            self._keys = [(f"output_nodes/{n}", e.size_key) for n, e in specs.node_sets.items()]
+            self._keys += [(f"output_edges/{n}", e.size_key) for n, e in specs.edge_sets.items()]
         self._counters = {}
+        self._sums = collections.Counter()
 
-    def _inc(self, name: str, value: int) -> None:
-        if name not in self._counters:
-            self._counters[name] = Metrics.counter(NAMESPACE, name)
-        self._counters[name].inc(value)
+    def start_bundle(self):
+        self._sums = collections.Counter()
 
     def process(self, record: bytes):
         LOCAL_COUNT.add(1)
-        example = example_pb2.Example.FromString(record)
-        for key, feature in example.features.feature.items():
-            if key.endswith(".#size") and "/" in key:
-                kind, name = key[: -len(".#size")].split("/", 1)
-                values = feature.int64_list.value
-                self._inc(f"output_{kind}/{name}", int(values[0]) if values else 0)
+        features = example_pb2.Example.FromString(record).features.feature
+        if self._keys is None:
+            for key, feature in features.items():
+                if key.endswith(".#size") and "/" in key:
+                    kind, name = key[: -len(".#size")].split("/", 1)
+                    values = feature.int64_list.value
+                    self._sums[f"output_{kind}/{name}"] += int(values[0]) if values else 0
+        else:
+            for name, key in self._keys:
+                values = features[key].int64_list.value
+                self._sums[name] += int(values[0]) if values else 0
         yield record
+
+    def finish_bundle(self):
+        for name, value in self._sums.items():
+            if name not in self._counters:
+                self._counters[name] = Metrics.counter(NAMESPACE, name)
+            self._counters[name].inc(value)
+        self._sums = collections.Counter()
 
 
 def stage_label(name: str) -> str | None:
@@ -132,9 +157,10 @@ class Progress:
         elapsed = time.time() - self._start
         done = self.count()
         rate = done / elapsed if elapsed > 0 else 0.0
-        return (
-            f"progress: {elapsed:5.0f}s  stage {self.stage}  {self.what} {done:,} ({rate:,.0f}/s)"
-        )
+        stage = self.stage
+        if self.result is not None and stage == "starting":  # a remote job: its state
+            stage = str(getattr(self.result, "state", stage))
+        return f"progress: {elapsed:5.0f}s  stage {stage}  {self.what} {done:,} ({rate:,.0f}/s)"
 
     def _run(self) -> None:
         period = min(1.0, self.interval) if self._tty else self.interval
@@ -191,9 +217,9 @@ def stage_times(result) -> dict[str, float]:
         if not counter.key.metric.name.endswith(_EXECUTION_TIME) or not counter.key.step:
             continue
         parts = counter.key.step.split("/")
-        depth = 3 if parts[0] in ("ReadGraph", "Sample") and len(parts) > 2 else 1
-        if parts[0] == "Sample" and len(parts) > 1 and parts[1] in ("Assemble", "SeedNodes"):
-            depth = 2
+        depth = 1
+        if parts[0] in ("ReadGraph", "Sample"):
+            depth = 3 if len(parts) > 1 and parts[1] in _PER_NAME_GROUPS else 2
         value = counter.committed if counter.committed is not None else counter.attempted
         times["/".join(parts[:depth])] += (value or 0) / 1000.0
     return {name: seconds for name, seconds in times.items() if seconds > 0}
@@ -227,6 +253,7 @@ def summary_lines(counters: dict[str, int], times: dict[str, float], top: int = 
         )
     else:
         lines.append("bad records: 0")
+    times = {name: seconds for name, seconds in times.items() if seconds >= 0.05}
     if times:
         ranked = sorted(times.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in ranked[:top])

@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import os
 import time
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
+from pipelines import sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.runner import (
     make_runner,
@@ -93,7 +95,10 @@ def parse_args(argv):
 
 def build(pipeline, graph, plan, args):
     """Adds the sampling stages to `pipeline`; returns the PCollection of serialized examples."""
-    tables, adjacency = pipeline | "ReadGraph" >> ReadGraph(graph, plan, args.num_shards)
+    where = placement(graph, args)
+    tables, adjacency = pipeline | "ReadGraph" >> ReadGraph(
+        graph, plan, args.num_shards, drop_dangling=where == "sharded"
+    )
     if args.input_seeds:
         seeds = (
             pipeline
@@ -102,7 +107,7 @@ def build(pipeline, graph, plan, args):
         )
     else:
         seeds = tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
-    if placement(graph, args) == "worker":
+    if where == "worker":
         sample = SampleOnWorkers(graph, plan, seed=args.seed, num_buckets=args.num_buckets)
     else:
         sample = SampleSubgraphs(
@@ -161,13 +166,17 @@ def construct(argv) -> Construction:
     write_kwargs = {"num_shards": num_shards}
     if template is not None:
         write_kwargs["shard_name_template"] = template
-    examples = examples | "CountOutput" >> beam.ParDo(CountOutput())
+    examples = examples | "CountOutput" >> beam.ParDo(CountOutput(graph.schema))
     _ = examples | "Write" >> beam.io.WriteToTFRecord(prefix, **write_kwargs)
     return Construction(pipeline, graph, output_dir, args.output_samples)
 
 
 def main_body(argv) -> None:
     start = time.time()
+    args = parse_args(argv)[0]
+    if args.runner == sample_in_memory.IN_MEMORY:
+        main_in_memory(args, start)
+        return
     job = construct(argv)
     with Progress(parse_args(argv)[0].progress_interval) as progress:
         result = job.pipeline.run()
@@ -177,6 +186,21 @@ def main_body(argv) -> None:
         result.wait_until_finish()
     schema_path = write_output_schema(job.graph, job.output_dir)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
+
+
+def main_in_memory(args, start: float) -> None:
+    """--runner InMemory: the same records without Beam (see pipelines.sample_in_memory)."""
+    graph = load_graph(args.graph_schema)
+    plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
+    prefix = output_shards(args.output_samples)[0]
+    output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    if output_dir and "://" not in output_dir:
+        os.makedirs(output_dir, exist_ok=True)
+    counters = sample_in_memory.run(args, graph, plan, output_dir)
+    schema_path = write_output_schema(graph, output_dir)
+    print(f"samples: {args.output_samples}")
+    print(f"schema:  {schema_path}")
+    print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
 
 
 def counters_of(result) -> dict[str, int]:

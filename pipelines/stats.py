@@ -96,7 +96,7 @@ def sample_report(args) -> int:
                 f" {entry['max']:7d}"
             )
     partial = [
-        f"{kind[:-5]}/{name}.{feature} {cov['coverage']:.1%}"
+        f"{'nodes' if kind == 'node_sets' else 'edges'}/{name}.{feature} {cov['coverage']:.1%}"
         for kind in ("node_sets", "edge_sets")
         for name, entry in data[kind].items()
         for feature, cov in entry["features"].items()

@@ -50,7 +50,7 @@ class _LocalIndex:
         return self.local[pos], ok
 
 
-def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
     """Stable argsort of small non-negative ints (< bound): a radix sort when they fit 16 bits."""
     if bound < 2**15:
         return np.argsort(keys.astype(np.int16), kind="stable")
@@ -61,7 +61,7 @@ def _bits(n: int) -> int:
     return max(int(n).bit_length(), 1)
 
 
-def _edge_order(s, src, dst, ekey) -> np.ndarray:
+def edge_order(s, src, dst, ekey) -> np.ndarray:
     """Order by (sample, source index, target index, edge key); duplicates end up adjacent."""
     if len(s) == 0:
         return np.zeros(0, np.int64)
@@ -80,7 +80,7 @@ def _edge_order(s, src, dst, ekey) -> np.ndarray:
     return order
 
 
-def _group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
+def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
 
 
@@ -121,9 +121,9 @@ def assemble(
             is_seed = rows.fp == seeds.node[s]
             has_seed[s[is_seed]] = True
         order = np.argsort(rows.fp, kind="stable")
-        order = order[_stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
+        order = order[stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
         rows, s = rows.take(order), s[order]
-        bounds = _group_bounds(s, n_samples)
+        bounds = group_bounds(s, n_samples)
         local = np.arange(len(s)) - bounds[s]
         universe = sorted_unique(rows.fp)
         comp = (s.astype(np.uint64) << np.uint64(32)) | np.searchsorted(universe, rows.fp).astype(
@@ -144,13 +144,13 @@ def assemble(
             counters["edges_with_missing_endpoint"] += int((ok & ~(ok_src & ok_dst)).sum())
         keep = np.flatnonzero(ok & ok_src & ok_dst)
         s, src, dst, ekey = s[keep], src[keep], dst[keep], batch.edge_key[keep]
-        order = _edge_order(s, src, dst, ekey)
+        order = edge_order(s, src, dst, ekey)
         s, src, dst, ekey, keep = s[order], src[order], dst[order], ekey[order], keep[order]
         first = np.ones(len(s), dtype=bool)
         first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
         s, src, dst, keep = s[first], src[first], dst[first], keep[first]
         features = {f: col[keep] for f, col in batch.features.items()}
-        edge_rows[name] = (s, np.stack([src, dst]), features, _group_bounds(s, n_samples))
+        edge_rows[name] = (s, np.stack([src, dst]), features, group_bounds(s, n_samples))
 
     for i in range(n_samples):
         if not has_seed[i]:

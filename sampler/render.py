@@ -219,13 +219,14 @@ def partition_chart(report: dict, path: str, width: int = 1000, height: int = 45
         right.bar(
             x,
             values,
+            width=0.6,
             bottom=bottom,
             color=cmap(i % 10),
             label=etype.split(":")[1] if ":" in etype else etype,
         )
         bottom += values
     cut = np.array([p["cut_edges_total"] for p in parts], dtype=float)
-    right.plot(x, cut, "k_", markersize=30, markeredgewidth=2, label="cut edges")
+    right.bar(x + 0.4, cut, width=0.15, color="black", label="cut edges")
     right.set_title(f"edges per partition (edge cut {report['edge_cut']:.1%})")
     right.set_xlabel("partition")
     right.set_xticks(x)

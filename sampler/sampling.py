@@ -52,6 +52,44 @@ def _top_by_score(rows: np.ndarray, positions: np.ndarray, score: np.ndarray, k:
     return rows_s[keep], positions[order][keep]
 
 
+def choose(
+    start: np.ndarray,
+    degree: np.ndarray,
+    stream: np.ndarray,
+    *,
+    sample_size: int,
+    strategy: str,
+    weights: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Picks out-edges for rows with out-edges [start, start + degree): (row index, position).
+
+    `stream` holds each row's random stream key. Rows must have degree > 0.
+    """
+    k = sample_size
+    if strategy == RANDOM_UNIFORM:
+        small = degree <= k
+        rows_a, pos_a = _expand_ranges(start[small], degree[small])
+        rows_a = np.flatnonzero(small)[rows_a]
+        big = np.flatnonzero(~small)
+        picks = _floyd(stream[big], degree[big], k) + start[big][:, None]
+        return np.concatenate([rows_a, np.repeat(big, k)]), np.concatenate([pos_a, picks.ravel()])
+    rows, positions = _expand_ranges(start, degree)
+    weight = weights[positions]
+    if strategy == TOP_K:
+        score = weight
+    elif strategy == RANDOM_WEIGHTED:
+        # Efraimidis-Spirakis: the k largest log(u)/w; weight <= 0 is never sampled.
+        within = positions - start[rows]
+        u = ids.draws(stream[rows], within)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(weight > 0, np.log(np.maximum(u, 2.0**-60)) / weight, -np.inf)
+        ok = np.isfinite(score)
+        rows, positions, score = rows[ok], positions[ok], score[ok]
+    else:
+        raise ValueError(f"unsupported strategy {strategy}")
+    return _top_by_score(rows, positions, score, k)
+
+
 def sample_frontier(
     adjacency: Adjacency,
     frontier: SampleNodes,
@@ -63,43 +101,24 @@ def sample_frontier(
 ) -> SampledEdges:
     """Samples up to `sample_size` out-edges of each (sample, node) in the frontier.
 
-    The frontier must be free of duplicates (see SampleNodes.unique).
+    The frontier must be free of duplicates (see SampleNodes.unique). The order of
+    the result is not canonical: assembly sorts edges.
     """
     start, degree = adjacency.lookup(frontier.node)
     live = np.flatnonzero(degree > 0)
-    start, degree = start[live], degree[live]
-    stream = ids.combine(np.uint64(seed), op_key, frontier.sample[live], frontier.node[live])
-    k = sample_size
-    if strategy == RANDOM_UNIFORM:
-        small = degree <= k
-        rows_a, pos_a = _expand_ranges(start[small], degree[small])
-        rows_a = np.flatnonzero(small)[rows_a]
-        big = np.flatnonzero(~small)
-        picks = _floyd(stream[big], degree[big], k) + start[big][:, None]
-        rows_b = np.repeat(big, k)
-        rows = np.concatenate([rows_a, rows_b])
-        positions = np.concatenate([pos_a, picks.reshape(-1)])
-    else:
-        rows, positions = _expand_ranges(start, degree)
-        weight = adjacency.weights[positions]
-        if strategy == TOP_K:
-            score = weight
-        elif strategy == RANDOM_WEIGHTED:
-            # Efraimidis-Spirakis: the k largest log(u)/w; weight <= 0 is never sampled.
-            within = positions - start[rows]
-            u = ids.draws(stream[rows], within)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                score = np.where(weight > 0, np.log(np.maximum(u, 2.0**-60)) / weight, -np.inf)
-            ok = np.isfinite(score)
-            rows, positions, score = rows[ok], positions[ok], score[ok]
-        else:
-            raise ValueError(f"unsupported strategy {strategy}")
-        rows, positions = _top_by_score(rows, positions, score, k)
-    order = np.lexsort((positions, rows))
-    rows, positions = rows[order], positions[order]
+    sample, node = frontier.sample[live], frontier.node[live]
+    stream = ids.combine(np.uint64(seed), op_key, sample, node)
+    rows, positions = choose(
+        start[live],
+        degree[live],
+        stream,
+        sample_size=sample_size,
+        strategy=strategy,
+        weights=adjacency.weights,
+    )
     return SampledEdges(
-        sample=frontier.sample[live][rows],
-        src=frontier.node[live][rows],
+        sample=sample[rows],
+        src=node[rows],
         dst=adjacency.targets[positions],
         edge_key=adjacency.edge_keys[positions],
         features=take_features(adjacency.features, positions),

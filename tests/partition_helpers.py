@@ -70,7 +70,9 @@ def reference_graph(schema: graph_schema_pb2.GraphSchema, tables: dict[str, pa.T
         node_feats[name] = {
             k: column_to_numpy(tables[name].column(k), s)[first] for k, s in specs.items()
         }
-    fps = {name: ids.fingerprint(pa.array(list(v), type=pa.binary())) for name, v in node_ids.items()}
+    fps = {
+        name: ids.fingerprint(pa.array(list(v), type=pa.binary())) for name, v in node_ids.items()
+    }
     etypes = sorted((es.source, name, es.target) for name, es in schema.edge_sets.items())
     edges, edge_feats = {}, {}
     for src_t, name, dst_t in etypes:

@@ -25,7 +25,7 @@ import pytest
 from apache_beam.internal import pickler
 from apache_beam.internal.cloudpickle import cloudpickle
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.portability import common_urns
+from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
@@ -65,6 +65,7 @@ DATAFLOW = [
     "--dry_run=True",
 ]
 PARDO = common_urns.primitives.PAR_DO.urn
+BUILT_IN_DOFNS = {python_urns.KEY_WITH_NONE_DOFN}  # CombineGlobally's KeyWithVoid
 COMBINE_URNS = {
     common_urns.composites.COMBINE_PER_KEY.urn,
     common_urns.composites.COMBINE_GLOBALLY.urn,
@@ -127,6 +128,9 @@ def pickled_payloads(proto: beam_runner_api_pb2.Pipeline) -> dict[str, tuple[str
         urn = transform.spec.urn
         if urn == PARDO:
             payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+            if payload.do_fn.urn in BUILT_IN_DOFNS:  # Beam's own, with no pickled payload
+                continue
+            assert payload.do_fn.urn == python_urns.PICKLED_DOFN_INFO, transform.unique_name
             out[transform.unique_name] = ("dofn", payload.do_fn.payload)
         elif urn in COMBINE_URNS:
             payload = beam_runner_api_pb2.CombinePayload.FromString(transform.spec.payload)
@@ -176,27 +180,32 @@ print(len(payloads))
 """
 
 
-def test_sample_job_builds_on_dataflow_dry_run(mag, tmp_path):
+@pytest.mark.parametrize("placement", ["sharded", "worker"])
+def test_sample_job_builds_on_dataflow_dry_run(mag, tmp_path, placement):
     schema, spec, _ = mag
-    job, result = dry_run_sample(sample_argv(mag, "--seed", "4"))
+    job, result = dry_run_sample(sample_argv(mag, "--seed", "4", "--graph_placement", placement))
     dataflow_job, proto = check_job(job, result)
     assert dataflow_job.proto.name == "graph-sample-dry-run"
 
     # The expected stages, named as on the Dataflow console.
     plan = make_plan(load_graph(schema), load_sampling_spec(spec), "edge")
+    assert len(plan.ops) == 5
     names = stage_names(proto)
-    expected = {"ReadGraph", "Seeds", "Sample", "Sample/Assemble", "Write", "Write/Write"}
-    expected |= {f"Sample/Op/{op.name}" for op in plan.ops}
+    expected = {"ReadGraph", "Seeds", "Sample", "Write", "Write/Write"}
     expected |= {f"ReadGraph/Adjacency/{op.edge_set}" for op in plan.ops}
     expected |= {"ReadGraph/ReadNodes/paper", "ReadGraph/NodeTable/paper"}
+    if placement == "sharded":  # hop by hop over the sharded graph
+        expected |= {f"Sample/Op/{op.name}" for op in plan.ops} | {"Sample/Assemble"}
+    else:  # the whole graph on every worker, seeds sampled completely per bucket
+        expected |= {"Sample/Group", "Sample/SampleBuckets"}
+        assert not {n for n in names if n.startswith("Sample/Op/")}
     assert expected <= names, sorted(expected - names)
-    assert len(plan.ops) == 5
 
     # Every DoFn made it into the job pickled, and loads on a "worker": a fresh interpreter
     # that imports only installed packages, runs setup() and teardown().
     payloads = pickled_payloads(proto)
     sampler_fns = [n for n in payloads if n.startswith(("ReadGraph/", "Sample/", "Seeds"))]
-    assert len(sampler_fns) >= 20, sorted(payloads)
+    assert len(sampler_fns) >= 15, sorted(payloads)
     dump = tmp_path / "payloads.pkl"
     dump.write_bytes(pickle.dumps(payloads))
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH="")
@@ -212,7 +221,7 @@ def test_sample_job_builds_on_dataflow_dry_run(mag, tmp_path):
 
 
 def test_sample_options_are_all_known_and_reach_the_job_request(mag):
-    argv = sample_argv(mag, "--edge_aggregation_method", "node")
+    argv = sample_argv(mag, "--edge_aggregation_method", "node", "--graph_placement", "sharded")
     _, beam_args = sample_cli.parse_args(argv)
     assert unknown_options(beam_args) == set()
     # A misspelt option would be dropped silently by Beam; this check is what catches it.
@@ -247,10 +256,11 @@ def test_sample_with_input_seeds_builds(mag):
     assert {"ReadSeeds", "Seeds/ByShard", "Seeds/MakeSeeds"} <= names
 
 
-def test_every_sample_transform_round_trips_through_cloudpickle(mag):
+@pytest.mark.parametrize("placement", ["sharded", "worker"])
+def test_every_sample_transform_round_trips_through_cloudpickle(mag, placement):
     # Beam 2.77 pickles DoFns with its vendored cloudpickle by default (dill is an optional
     # extra, not installed here): round-trip each fn through cloudpickle and Beam's pickler.
-    job = sample_cli.construct(sample_argv(mag))
+    job = sample_cli.construct(sample_argv(mag, "--graph_placement", placement))
     fns = []
 
     class Collect(beam.pipeline.PipelineVisitor):
@@ -262,7 +272,7 @@ def test_every_sample_transform_round_trips_through_cloudpickle(mag):
                 fns.append((node.full_label, transform.fn))
 
     job.pipeline.visit(Collect())
-    assert len(fns) >= 20
+    assert len(fns) >= 15
     for label, fn in fns:
         restored = cloudpickle.loads(cloudpickle.dumps(fn))
         assert type(restored) is type(fn), label
@@ -316,3 +326,78 @@ def test_the_launch_scripts_command_builds_the_same_job(mag, tmp_path):
     (pool,) = job_request_environment(dataflow_job).worker_pools
     assert pool.autoscaling_settings.max_num_workers == 12
     assert pool.worker_harness_container_image == IMAGE
+
+
+# --------------------------------------------------------------------------- partition
+
+
+@pytest.fixture(scope="module")
+def part_graph(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dry_part")
+    graph = synthetic.generate_mag(40, seed=3, feature_dim=4, edge_weights=True)
+    return synthetic.write_graph(graph, str(root / "graph"), fmt="parquet", num_shards=2)
+
+
+def dry_run_partition(argv):
+    """The partition stage as `python -m pipelines.partition argv` builds it (the CLI's
+    main_body up to `run`, which has no construct() of its own yet), run as a dry run."""
+    from pipelines import partition as partition_cli
+    from pipelines.runner import make_runner, pipeline_options
+    from sampler.beam.partition import PartitionGraph
+    from sampler.partition.graph import GraphTypes
+
+    args, beam_args = partition_cli.parse_args(argv)
+    graph = load_graph(args.graph_schema)
+    config = partition_cli.make_config(args, graph)
+    GraphTypes.from_graph(graph)
+    pipeline = beam.Pipeline(
+        runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
+    )
+    _ = pipeline | "Partition" >> PartitionGraph(graph, config, args.output_dir.rstrip("/"))
+    return beam_args, pipeline.run()
+
+
+@pytest.mark.parametrize(
+    "method, stage, extra",
+    [
+        ("random", "Partition/Random", ["--balance_edges"]),
+        ("lp", "Partition/LabelPropagation", ["--lp_rounds", "2"]),
+        ("metis", "Partition/Metis", []),
+    ],
+)
+def test_partition_job_builds_on_dataflow_dry_run(part_graph, tmp_path, method, stage, extra):
+    argv = [
+        "--graph_schema",
+        part_graph,
+        "--output_dir",
+        "gs://fake-bucket/parts",
+        "--graph_name",
+        "mag",
+        "--num_parts",
+        "4",
+        "--part_method",
+        method,
+        *extra,
+        *[a.replace("graph-sample-", "graph-partition-") for a in DATAFLOW],
+    ]
+    beam_args, result = dry_run_partition(argv)
+    assert unknown_options(beam_args) == set()
+    dataflow_job, proto = check_job(None, result)
+    assert dataflow_job.proto.name == "graph-partition-dry-run"
+    names = stage_names(proto)
+    assert {"Partition/Read", "Partition/Classes", stage, "Partition/Write"} <= names
+    payloads = pickled_payloads(proto)
+    assert len([n for n in payloads if n.startswith("Partition/")]) >= 15
+    dump = tmp_path / "payloads.pkl"
+    dump.write_bytes(pickle.dumps(payloads))
+    worker = subprocess.run(
+        [sys.executable, "-c", WORKER_CHECK, str(dump)],
+        cwd=str(tmp_path),
+        env=dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH=""),
+        capture_output=True,
+        text=True,
+    )
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    (pool,) = job_request_environment(dataflow_job).worker_pools
+    assert pool.worker_harness_container_image == IMAGE
+    assert pool.machine_type == "n2-highmem-4"

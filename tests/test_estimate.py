@@ -25,6 +25,7 @@ from sampler.adjacency import make_seeds
 from sampler.degree_stats import degree_stats, histogram, stats_cache_path
 from sampler.encode import encode_specs, encode_subgraph
 from sampler.estimate import calibrate, estimate, mean_take, suggest_workers
+from sampler.graph_io import read_seed_ids
 from sampler.plan import load_sampling_spec, make_plan
 from sampler.probe import run_probe
 from sampler.schema import load_graph
@@ -33,12 +34,12 @@ from tests.pipeline_helpers import run_pipeline
 TOLERANCE = 0.25
 
 
-def truth(schema: str, spec: str, aggregation: str = "edge", seed: int = 0) -> dict:
+def truth(schema: str, spec: str, aggregation: str = "edge", seed: int = 0, seeds=None) -> dict:
     """Mean sizes and total bytes of the real records (in-memory sampler, every seed)."""
     graph = load_graph(schema)
     plan = make_plan(graph, load_sampling_spec(spec), aggregation)
     mem = inmemory.load_graph(graph, plan)
-    ids = mem.node_tables[plan.seed_set].rows.ids
+    ids = read_seed_ids(seeds) if seeds else mem.node_tables[plan.seed_set].rows.ids
     specs = encode_specs(graph.schema)
     sizes = collections.defaultdict(list)
     total = 0
@@ -159,6 +160,24 @@ def test_cli_estimate_against_real_pipeline_files(tmp_path, capsys):
     assert relative_error(sum(predicted["nodes_per_subgraph"].values()), real["nodes"]) < TOLERANCE
     assert relative_error(sum(predicted["edges_per_subgraph"].values()), real["edges"]) < TOLERANCE
     assert predicted["degree_model"]["method"] == "degree statistics"
+
+
+def test_cli_estimate_with_input_seeds(mag3000, tmp_path, capsys):
+    schema, spec = mag3000
+    seeds = tmp_path / "seeds.csv"
+    # Every 7th paper, and p0 three times: 431 subgraphs.
+    ids = [f"p{i}" for i in range(0, 3000, 7)] + ["p0", "p0"]
+    seeds.write_text("#id\n" + "\n".join(ids) + "\n")
+    out = tmp_path / "e.json"
+    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--input_seeds", str(seeds)]
+    assert estimate_cli.main([*argv, "--probe_seeds", "64", "--json", str(out)]) == 0
+    assert f"seeds:   431 ({seeds})" in capsys.readouterr().out
+    predicted = json.loads(out.read_text())
+    real = truth(schema, spec, seeds=str(seeds))
+    assert real["count"] == predicted["num_seeds"] == 431
+    assert relative_error(predicted["total_bytes"], real["bytes"]) < TOLERANCE
+    assert relative_error(sum(predicted["nodes_per_subgraph"].values()), real["nodes"]) < TOLERANCE
+    assert relative_error(sum(predicted["edges_per_subgraph"].values()), real["edges"]) < TOLERANCE
 
 
 def test_stats_cache_is_reused_and_invalidated_when_a_table_changes(tmp_path):

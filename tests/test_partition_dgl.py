@@ -91,7 +91,10 @@ def dgl_python() -> Path:
     """The side venv's python with DGL 2.1.0; builds the venv if needed, never skips."""
     venv = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl")
     proc = subprocess.run(
-        ["bash", str(SETUP)], env={**os.environ, "DGL_VENV": str(venv)}, capture_output=True, text=True
+        ["bash", str(SETUP)],
+        env={**os.environ, "DGL_VENV": str(venv)},
+        capture_output=True,
+        text=True,
     )
     if proc.returncode != 0:
         pytest.fail(
@@ -167,9 +170,7 @@ def test_dgl_loads_and_invariants_hold(case, loaded, graphs):
     hom_of_orig = {}
     for t in ntypes:
         hom = np.concatenate([np.arange(*config["node_map"][t][p]) for p in range(num_parts)])
-        orig = np.concatenate(
-            [arrays[meta["parts"][p]["orig_nids"][t]] for p in range(num_parts)]
-        )
+        orig = np.concatenate([arrays[meta["parts"][p]["orig_nids"][t]] for p in range(num_parts)])
         assert sorted(orig.tolist()) == list(range(len(ref.node_ids[t])))  # a permutation
         hom_of_orig[t] = np.empty(len(orig), np.int64)
         hom_of_orig[t][orig] = hom
@@ -249,7 +250,9 @@ def test_dgl_loads_and_invariants_hold(case, loaded, graphs):
             for feat, values in ref.node_feats[t].items():
                 stored = arrays[part["node_feats"][f"{t}/{feat}"]]
                 assert len(stored) == len(orig)
-                np.testing.assert_array_equal(stored.reshape(len(orig), -1), values[orig].reshape(len(orig), -1))
+                np.testing.assert_array_equal(
+                    stored.reshape(len(orig), -1), values[orig].reshape(len(orig), -1)
+                )
 
         # HALO completeness: in-edge aggregation on the partition equals the whole graph's.
         agg = arrays[part["agg"]]
@@ -259,6 +262,22 @@ def test_dgl_loads_and_invariants_hold(case, loaded, graphs):
             np.add.at(whole, hom_of_orig[d_t][d_orig], hom_of_orig[s_t][s_orig].astype(np.float64))
         np.testing.assert_allclose(agg[:n_inner], whole[ids[:n_inner]])
 
+    # Outer edges (out-edges of inner nodes to HALO nodes) are real edges of the graph.
+    ends_of_eid = np.full((num_edges, 2), -1, np.int64)
+    outer = []
+    for part in meta["parts"]:
+        ids = arrays[part["ndata"]["_ID"]]
+        inner_n = arrays[part["ndata"]["inner_node"]].astype(bool)
+        src, dst = arrays[part["src"]], arrays[part["dst"]]
+        inner_e = arrays[part["edata"]["inner_edge"]].astype(bool)
+        eid = arrays[part["edata"]["_ID"]]
+        ends_of_eid[eid[inner_e], 0] = ids[src[inner_e]]
+        ends_of_eid[eid[inner_e], 1] = ids[dst[inner_e]]
+        assert np.all(inner_n[src[~inner_e]]) and not np.any(inner_n[dst[~inner_e]])
+        outer.append((eid[~inner_e], ids[src[~inner_e]], ids[dst[~inner_e]]))
+    for eid, s_hom, d_hom in outer:
+        np.testing.assert_array_equal(ends_of_eid[eid, 0], s_hom)
+        np.testing.assert_array_equal(ends_of_eid[eid, 1], d_hom)
     assert np.all(seen_nodes == 1), "every node is inner in exactly one partition"
     assert np.all(seen_edges == 1), "every edge is inner in exactly one partition"
     # The orig-id mapping reproduces the original edges, each exactly once.
@@ -281,19 +300,28 @@ def test_id_tables_map_string_ids_to_orig_ids(case, loaded, graphs):
     config = json.loads((folder / "g.json").read_text())
     for t in ref.ntypes:
         table = pa.concat_tables(
-            [pq.read_table(folder / "node_ids" / t / f) for f in sorted(os.listdir(folder / "node_ids" / t))]
+            [
+                pq.read_table(folder / "node_ids" / t / f)
+                for f in sorted(os.listdir(folder / "node_ids" / t))
+            ]
         )
         assert table.column_names == ["#id", "orig_id", "new_id", "part_id"]
-        got = dict(zip(table.column("#id").to_pylist(), table.column("orig_id").to_pylist(), strict=True))
+        got = dict(
+            zip(table.column("#id").to_pylist(), table.column("orig_id").to_pylist(), strict=True)
+        )
         assert got == {v: i for i, v in enumerate(ref.node_ids[t])}
         # new_id / part_id agree with orig_nids and the ranges.
         sizes = [np.diff(r).item() for r in config["node_map"][t]]
         orig = np.concatenate([arrays[meta["parts"][p]["orig_nids"][t]] for p in range(len(sizes))])
         new_of_orig = np.empty(len(orig), np.int64)
         new_of_orig[orig] = np.arange(len(orig))
-        np.testing.assert_array_equal(table.column("new_id").to_numpy(), new_of_orig[table.column("orig_id").to_numpy()])
+        np.testing.assert_array_equal(
+            table.column("new_id").to_numpy(), new_of_orig[table.column("orig_id").to_numpy()]
+        )
         part_of_new = np.repeat(np.arange(len(sizes)), sizes)
-        np.testing.assert_array_equal(table.column("part_id").to_numpy(), part_of_new[table.column("new_id").to_numpy()])
+        np.testing.assert_array_equal(
+            table.column("part_id").to_numpy(), part_of_new[table.column("new_id").to_numpy()]
+        )
 
 
 def test_empty_type_blocks_are_written_and_loaded(loaded):

@@ -115,3 +115,41 @@ def test_input_seeds_duplicates_give_one_subgraph_each(mag, tmp_path):
         assert s.node_sets["paper"].ids[0] == s.seed_id
     expected = oracle_records(schema, spec, input_seeds=str(tmp_path / "seeds.csv"))
     assert sorted(records) == sorted(expected)
+
+
+@pytest.mark.parametrize("placement", ["worker", "sharded"])
+def test_edges_with_a_missing_endpoint_are_dropped_the_same_way(tmp_path, placement):
+    (tmp_path / "graph_schema.pbtxt").write_text(
+        'node_sets { key: "n" value { features { key: "x" value { dtype: DT_INT64 } }'
+        ' metadata { filename: "n.csv" } } }\n'
+        'edge_sets { key: "e" value { source: "n" target: "n" metadata { filename: "e.csv" } } }\n'
+    )
+    (tmp_path / "n.csv").write_text("#id,x\na,1\nb,2\nc,3\n")
+    # 'ghost' is in no node table: its edges must not take a sample slot from real ones.
+    (tmp_path / "e.csv").write_text("#source,#target\na,ghost\na,b\nghost,c\nb,c\nb,ghost\nc,a\n")
+    (tmp_path / "spec.pbtxt").write_text(
+        'seed_op { op_name: "s" node_set_name: "n" }\n'
+        'sampling_ops { op_name: "h1" input_op_names: "s" edge_set_name: "e" sample_size: 1'
+        " strategy: RANDOM_UNIFORM }\n"
+        'sampling_ops { op_name: "h2" input_op_names: "h1" edge_set_name: "e" sample_size: 1'
+        " strategy: RANDOM_UNIFORM }\n"
+    )
+    schema, spec = str(tmp_path / "graph_schema.pbtxt"), str(tmp_path / "spec.pbtxt")
+    got = read_records(run_and_glob(schema, spec, tmp_path / "out", "--graph_placement", placement))
+    assert sorted(got) == sorted(oracle_records(schema, spec))
+    specs = encode_specs(load_graph(schema).schema)
+    for record in got:
+        subgraph = decode_subgraph(record, specs)
+        ids = list(subgraph.node_sets["n"].ids)
+        edges = subgraph.edge_sets["e"]
+        pairs = {(ids[s], ids[t]) for s, t in zip(edges.source, edges.target, strict=True)}
+        assert b"ghost" not in ids
+        # Each node has exactly one real out-edge, so with sample_size 1 it is always taken.
+        expected = {b"a": {(b"a", b"b"), (b"b", b"c")}, b"b": {(b"b", b"c"), (b"c", b"a")},
+                    b"c": {(b"c", b"a"), (b"a", b"b")}}[ids[0]]  # fmt: skip
+        assert pairs == expected
+
+
+def run_and_glob(schema, spec, out, *extra):
+    run_pipeline(schema, spec, f"{out}/samples@1", *extra)
+    return f"{out}/samples-*"

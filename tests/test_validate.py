@@ -89,7 +89,9 @@ def test_missing_column_bad_cell_missing_file_and_bad_spec_fail(mag_csv, tmp_pat
 
 def test_broken_schema_fails_and_skips_the_spec(tmp_path, capsys):
     schema = tmp_path / "graph_schema.pbtxt"
-    schema.write_text('node_sets { key: "a" value { } }\nedge_sets { key: "e" value { source: "a" target: "b" } }\n')
+    schema.write_text(
+        'node_sets { key: "a" value { } }\nedge_sets { key: "e" value { source: "a" target: "b" } }\n'
+    )
     spec = tmp_path / "spec.pbtxt"
     spec.write_text('seed_op { op_name: "seed" node_set_name: "a" }\n')
     code, out, _ = run(capsys, "--graph_schema", str(schema), "--sampling_spec", str(spec))

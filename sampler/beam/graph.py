@@ -7,6 +7,7 @@ nodes / out-edges whose (source) fingerprint falls in that shard.
 from __future__ import annotations
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import graph_io, keys
@@ -152,14 +153,61 @@ class BuildAdjacency(beam.PTransform):
         )
 
 
-class ReadGraph(beam.PTransform):
-    """Reads every table of the schema: ({node set: tables}, {edge set: adjacency})."""
+class DropDanglingEdges(beam.PTransform):
+    """Keeps the edges whose endpoint at `end` ('src' or 'dst') is in its node set; counts the rest.
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan, num_shards: int):
+    The in-memory and `worker` paths drop the same edges when they build the graph
+    (sampler.dense.densify), so every placement samples from the same edges.
+    """
+
+    def __init__(self, info: EdgeSetInfo, end: str, num_shards: int):
+        super().__init__()
+        self._info = info
+        self._end = end
+        self._num_shards = num_shards
+
+    class _Keep(beam.DoFn):
+        def __init__(self, info: EdgeSetInfo, end: str):
+            self._info = info
+            self._end = end
+            self._dropped = Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{info.name}")
+
+        def process(self, shard_groups):
+            _, groups = shard_groups
+            tables = list(groups["table"])
+            edges = EdgeBatch.concat(list(groups["edges"]), self._info.features)
+            if len(edges) == 0:
+                return
+            found = np.zeros(len(edges), dtype=bool)
+            if tables:
+                found = tables[0].lookup(getattr(edges, self._end))[1]
+            self._dropped.inc(int((~found).sum()))
+            if found.any():
+                yield edges.take(np.flatnonzero(found))
+
+    def expand(self, inputs):
+        edges, tables = inputs
+        keyed = edges | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, self._end))
+        return (
+            {"edges": keyed, "table": tables}
+            | "Join" >> beam.CoGroupByKey()
+            | "Keep" >> beam.ParDo(self._Keep(self._info, self._end))
+        )
+
+
+class ReadGraph(beam.PTransform):
+    """Reads every table of the schema: ({node set: tables}, {edge set: adjacency}).
+
+    With `drop_dangling`, edges whose endpoint is not in its node set are dropped
+    (and counted) before the adjacency is built.
+    """
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, num_shards: int, drop_dangling: bool):
         super().__init__()
         self._graph = graph
         self._plan = plan
         self._num_shards = num_shards
+        self._drop_dangling = drop_dangling
 
     def expand(self, pbegin):
         graph, shards = self._graph, self._num_shards
@@ -167,14 +215,12 @@ class ReadGraph(beam.PTransform):
         for name, info in graph.node_sets.items():
             if info.filename:
                 node_batches[name].append(pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info))
-        adjacency = {}
+        edges = {}
         for name, info in graph.edge_sets.items():
             read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info)
             for node_set in sorted(set(graph_io.latent_ends(graph, info).values())):
                 node_batches[node_set].append(read[node_set])
-            adjacency[name] = read.edges | f"Adjacency/{name}" >> BuildAdjacency(
-                info, shards, self._plan
-            )
+            edges[name] = read.edges
         tables = {}
         for name, info in graph.node_sets.items():
             if not node_batches[name]:
@@ -185,6 +231,20 @@ class ReadGraph(beam.PTransform):
                 node_batches[name]
                 | f"AllNodes/{name}" >> beam.Flatten()
                 | f"NodeTable/{name}" >> BuildNodeTables(info, shards, bool(info.filename))
+            )
+        adjacency = {}
+        for name, info in graph.edge_sets.items():
+            if self._drop_dangling:
+                edges[name] = (
+                    edges[name],
+                    tables[info.source],
+                ) | f"KnownSources/{name}" >> DropDanglingEdges(info, "src", shards)
+                edges[name] = (
+                    edges[name],
+                    tables[info.target],
+                ) | f"KnownTargets/{name}" >> DropDanglingEdges(info, "dst", shards)
+            adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
+                info, shards, self._plan
             )
         return tables, adjacency
 

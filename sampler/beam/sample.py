@@ -23,8 +23,9 @@ from sampler import ids, keys
 from sampler.adjacency import make_seeds, merge_adjacency, merge_node_tables
 from sampler.assemble import assemble, lookup_rows
 from sampler.batches import SampleNodes, Seeds
+from sampler.dense import densify
 from sampler.encode import encode_specs, encode_subgraph
-from sampler.inmemory import InMemoryGraph, sample_in_memory
+from sampler.inmemory import sample_in_memory
 from sampler.plan import NODE, Op, SamplingPlan
 from sampler.sampling import all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
@@ -323,16 +324,15 @@ class _GraphOnWorker:
     """The whole graph in one worker's memory, built once per process from the shards."""
 
     def __init__(self, graph: GraphInfo, adjacency: dict, tables: dict):
-        self.memory = InMemoryGraph(
-            {
-                name: merge_node_tables(list(tables[name]), info.features)
-                for name, info in graph.node_sets.items()
-            },
-            {
-                name: merge_adjacency(list(adjacency[name]), info.features)
-                for name, info in graph.edge_sets.items()
-            },
-        )
+        nodes = {
+            name: merge_node_tables(list(tables[name]), info.features)
+            for name, info in graph.node_sets.items()
+        }
+        merged = {
+            name: merge_adjacency(list(adjacency[name]), info.features)
+            for name, info in graph.edge_sets.items()
+        }
+        self.memory = densify(graph, nodes, merged)
 
 
 class SampleOnWorkers(beam.PTransform):

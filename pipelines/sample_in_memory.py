@@ -1,0 +1,50 @@
+"""`pipelines.sample --runner InMemory`: the same sampling without Beam, on one machine.
+
+The same kernels and the same records as the Beam pipeline for the same --seed;
+the floor of the benchmarks and the oracle of the pipeline's tests.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import tensorflow as tf
+
+from pipelines.runner import output_shards
+from sampler import inmemory
+from sampler.adjacency import make_seeds
+from sampler.encode import encode_specs, encode_subgraph
+from sampler.graph_io import read_seed_ids
+from sampler.io.files import shard_name
+
+IN_MEMORY = "InMemory"
+
+
+def run(args, graph, plan, output_dir: str) -> collections.Counter:
+    """Samples every seed and writes the records; returns the counters."""
+    start = time.time()
+    mem = inmemory.load_graph(graph, plan)
+    if args.input_seeds:
+        seed_ids = read_seed_ids(args.input_seeds)
+    else:
+        seed_ids = mem.node_tables[plan.seed_set].rows.ids
+    seeds = make_seeds(seed_ids)
+    prefix, num_shards, template = output_shards(args.output_samples)
+    paths = (
+        [prefix]
+        if template == ""
+        else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
+    )
+    writers = [tf.io.TFRecordWriter(path) for path in paths]
+    specs = encode_specs(graph.schema)
+    counters = collections.Counter()
+    try:
+        subgraphs = inmemory.sample_in_memory(graph, plan, mem, seeds, args.seed, counters)
+        for i, subgraph in enumerate(subgraphs):
+            writers[i % len(writers)].write(encode_subgraph(subgraph, specs))
+    finally:
+        for writer in writers:
+            writer.close()
+    counters["seconds"] = round(time.time() - start, 1)
+    return counters

@@ -1,0 +1,216 @@
+"""Sampling with the whole graph in memory, on dense row indices (numpy only).
+
+Node tables are sorted by fingerprint, so a node's row is its rank by
+fingerprint; adjacency lists are indexed by source row and point at target
+rows. This is the fast path used by the in-memory sampler and by the Beam
+pipeline's `worker` placement. It makes exactly the same choices as the
+fingerprint-keyed kernels of the `sharded` placement (`sampling.py`,
+`assemble.py`): same random streams, same canonical neighbour order, same
+output order.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+from sampler import ids
+from sampler.adjacency import Adjacency, NodeTable
+from sampler.arrays import sorted_unique
+from sampler.assemble import edge_order, group_bounds, stable_order
+from sampler.batches import Seeds, take_features
+from sampler.plan import NODE, SamplingPlan
+from sampler.sampling import _expand_ranges, choose
+from sampler.schema import GraphInfo
+from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
+
+
+@dataclasses.dataclass
+class DenseAdjacency:
+    """Out-edges indexed by source row; targets are rows of the target node set."""
+
+    starts: np.ndarray  # int64, one per source row
+    degrees: np.ndarray  # int64, one per source row
+    targets: np.ndarray  # int64 target rows, canonical order within each source
+    edge_keys: np.ndarray  # uint64
+    features: dict[str, np.ndarray]
+    weights: np.ndarray | None
+
+
+@dataclasses.dataclass
+class DenseGraph:
+    nodes: dict[str, NodeTable]
+    adjacency: dict[str, DenseAdjacency]
+    dropped_edges: dict[str, int]  # edges whose endpoint is not in its node set
+
+    @property
+    def node_tables(self) -> dict[str, NodeTable]:
+        return self.nodes
+
+
+def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, Adjacency]):
+    """Re-indexes fingerprint-keyed adjacency by node rows; drops edges with a missing endpoint."""
+    dense, dropped = {}, {}
+    for name, info in graph.edge_sets.items():
+        adj = adjacency[name]
+        owner, positions = _expand_ranges(adj.starts, adj.degrees)
+        src_rows, src_ok = nodes[info.source].lookup(adj.nodes)
+        dst_rows, dst_ok = nodes[info.target].lookup(adj.targets[positions])
+        keep = src_ok[owner] & dst_ok
+        dropped[name] = int(len(keep) - keep.sum())
+        kept = positions[keep]
+        new_degrees = np.bincount(owner[keep], minlength=len(adj.nodes)).astype(np.int64)
+        new_starts = np.cumsum(new_degrees) - new_degrees
+        n_rows = len(nodes[info.source].rows)
+        starts = np.zeros(n_rows, np.int64)
+        degrees = np.zeros(n_rows, np.int64)
+        starts[src_rows[src_ok]] = new_starts[src_ok]
+        degrees[src_rows[src_ok]] = new_degrees[src_ok]
+        dense[name] = DenseAdjacency(
+            starts,
+            degrees,
+            dst_rows[keep],
+            adj.edge_keys[kept],
+            take_features(adj.features, kept),
+            adj.weights[kept] if adj.weights is not None else None,
+        )
+    return DenseGraph(nodes, dense, dropped)
+
+
+class _Members:
+    """The (sample, row) pairs of one node set in a chunk, and their output positions."""
+
+    def __init__(self, sample: np.ndarray, row: np.ndarray, n_rows: int, n_samples: int, seed_row):
+        keys = sorted_unique(
+            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64)
+        )
+        self.n_rows = np.uint64(max(n_rows, 1))
+        self.keys = keys
+        self.sample = (keys // self.n_rows).astype(np.int64)
+        self.row = (keys % self.n_rows).astype(np.int64)
+        bounds = group_bounds(self.sample, n_samples)
+        rank = np.arange(len(keys)) - bounds[self.sample]
+        if seed_row is None:
+            self.local = rank
+            self.order = np.arange(len(keys))
+        else:
+            is_seed = self.row == seed_row[self.sample]
+            seed_rank = np.full(n_samples, -1, np.int64)
+            seed_rank[self.sample[is_seed]] = rank[is_seed]
+            before_seed = rank < seed_rank[self.sample]
+            self.local = np.where(is_seed, 0, rank + before_seed)
+            self.order = stable_order(2 * self.sample + (~is_seed), 2 * n_samples)
+        self.bounds = bounds
+
+    def find(self, sample: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Output position of each (sample, row), and whether it is a member."""
+        query = sample.astype(np.uint64) * self.n_rows + row.astype(np.uint64)
+        if len(self.keys) == 0:
+            return np.zeros(len(query), np.int64), np.zeros(len(query), bool)
+        pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
+        return self.local[pos], self.keys[pos] == query
+
+
+def sample_chunk(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: Seeds,
+    seed: int,
+    counters: collections.Counter,
+) -> Iterator[Subgraph]:
+    """Samples the subgraphs of a chunk of seeds (yielded in the order of `seeds`)."""
+    seed_table = dg.nodes[plan.seed_set]
+    seed_rows, found = seed_table.lookup(seeds.node)
+    counters["seeds_not_in_node_set"] += int((~found).sum())
+    seeds = seeds.take(np.flatnonzero(found))
+    seed_rows = seed_rows[found]
+    n = len(seeds)
+    sample_all = np.arange(n)
+    produced = {plan.seed_op: (sample_all, seed_rows)}
+    picked = collections.defaultdict(list)
+    for op in plan.ops:
+        rows_in_set = len(dg.nodes[op.source].rows)
+        s = np.concatenate([produced[name][0] for name in op.inputs])
+        r = np.concatenate([produced[name][1] for name in op.inputs])
+        key = sorted_unique(
+            s.astype(np.uint64) * np.uint64(max(rows_in_set, 1)) + r.astype(np.uint64)
+        )
+        s = (key // np.uint64(max(rows_in_set, 1))).astype(np.int64)
+        r = (key % np.uint64(max(rows_in_set, 1))).astype(np.int64)
+        adj = dg.adjacency[op.edge_set]
+        degree = adj.degrees[r]
+        live = np.flatnonzero(degree > 0)
+        s, r = s[live], r[live]
+        fps = dg.nodes[op.source].rows.fp[r]
+        stream = ids.combine(np.uint64(seed), op.key, seeds.sample[s], fps)
+        rows, positions = choose(
+            adj.starts[r],
+            degree[live],
+            stream,
+            sample_size=op.sample_size,
+            strategy=op.strategy,
+            weights=adj.weights,
+        )
+        picked[op.edge_set].append((s[rows], r[rows], positions))
+        produced[op.name] = (s[rows], adj.targets[positions])
+    members = {}
+    for name, table in dg.nodes.items():
+        parts = [produced[op] for op in produced if plan.output_set(op) == name]
+        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        seed_row = seed_rows if name == plan.seed_set else None
+        members[name] = _Members(s, r, len(table.rows), n, seed_row)
+    if plan.aggregation == NODE:
+        picked = _induced(graph, dg, members)
+    edge_rows = {}
+    for name, info in graph.edge_sets.items():
+        adj = dg.adjacency[name]
+        parts = picked.get(name, [])
+        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        src_row = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        pos = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
+        src, _ = members[info.source].find(s, src_row)
+        dst, ok = members[info.target].find(s, adj.targets[pos])
+        s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
+        ekey = adj.edge_keys[pos]
+        order = edge_order(s, src, dst, ekey)
+        s, src, dst, ekey, pos = s[order], src[order], dst[order], ekey[order], pos[order]
+        first = np.ones(len(s), dtype=bool)
+        first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
+        s, src, dst, pos = s[first], src[first], dst[first], pos[first]
+        features = take_features(adj.features, pos)
+        edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n))
+    node_rows = {}
+    for name, m in members.items():
+        rows = dg.nodes[name].rows.take(m.row[m.order])
+        node_rows[name] = (rows, m.bounds)
+    for i in range(n):
+        node_sets = {}
+        for name, (rows, bounds) in node_rows.items():
+            lo, hi = bounds[i], bounds[i + 1]
+            node_sets[name] = NodeSetRows(
+                rows.ids[lo:hi], {f: col[lo:hi] for f, col in rows.features.items()}
+            )
+        edge_sets = {}
+        for name, (adj_rows, features, bounds) in edge_rows.items():
+            lo, hi = bounds[i], bounds[i + 1]
+            edge_sets[name] = EdgeSetRows(
+                adj_rows[0, lo:hi], adj_rows[1, lo:hi], {f: c[lo:hi] for f, c in features.items()}
+            )
+        counters["subgraphs"] += 1
+        yield Subgraph(seeds.sample_id[i], seeds.seed_id[i], node_sets, edge_sets)
+
+
+def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
+    """Node aggregation: every out-edge of every member node (filtered by target later)."""
+    picked = {}
+    for name, info in graph.edge_sets.items():
+        adj = dg.adjacency[name]
+        m = members[info.source]
+        rows, positions = _expand_ranges(adj.starts[m.row], adj.degrees[m.row])
+        picked[name] = [(m.sample[rows], m.row[rows], positions)]
+    return picked

@@ -1,0 +1,205 @@
+"""Benchmark: this project's sampler side by side with TF-GNN's two Beam samplers.
+
+Runs every system on the same generated MAG-shaped graph (every node set with a
+feature, because TF-GNN's older sampler crashes on latent node sets), with MAG's
+SamplingSpec and the same local runner, one after another, and measures wall
+time, peak RSS of the whole process tree, subgraphs/s and output bytes.
+
+  python scripts/bench_sample.py --sizes 1000,10000 --out docs/bench_sample.json
+      [--systems ours,ours_node,inmemory,tfgnn_v1_edge,tfgnn_v1_node,tfgnn_v2_edge]
+      [--hub_fraction 0.2] [--timeout 1800] [--max_rss_gb 20] [--input_seeds N]
+
+A system that runs out of time or memory is killed and recorded with the limit
+that stopped it. Results are appended to the JSON file (one record per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PY = sys.executable
+
+SYSTEMS = {
+    # name: (aggregation, command builder)
+    "ours": "edge",
+    "ours_node": "node",
+    "ours_sharded": "edge",
+    "inmemory": "edge",
+    "tfgnn_v1_edge": "edge",
+    "tfgnn_v1_node": "node",
+    "tfgnn_v2_edge": "edge",
+}
+
+
+def command(system: str, graph_dir: str, out_dir: str, seeds: str | None) -> list[str]:
+    schema = os.path.join(graph_dir, "graph_schema.pbtxt")
+    spec = os.path.join(graph_dir, "sampling_spec.pbtxt")
+    seed_flags = ["--input_seeds", seeds] if seeds else []
+    common = ["--graph_schema", schema, "--sampling_spec", spec, *seed_flags]
+    if system in ("ours", "ours_node", "ours_sharded", "inmemory"):
+        extra = {
+            "ours": [],
+            "ours_node": ["--edge_aggregation_method", "node"],
+            "ours_sharded": ["--graph_placement", "sharded"],
+            "inmemory": ["--runner", "InMemory"],
+        }[system]
+        out = os.path.join(out_dir, "samples@4")
+        return [PY, "-m", "pipelines.sample", *common, "--output_samples", out, *extra,
+                "--progress_interval", "0"]  # fmt: skip
+    out = os.path.join(out_dir, "samples.tfrecord")
+    if system.startswith("tfgnn_v1"):
+        agg = "node" if system.endswith("node") else "edge"
+        return [PY, "-m", "tensorflow_gnn.sampler.unsupported.graph_sampler", *common,
+                "--output_samples", out, "--edge_aggregation_method", agg]  # fmt: skip
+    if system == "tfgnn_v2_edge":
+        return [PY, "-m", "tensorflow_gnn.experimental.sampler.beam.sampler", *common,
+                "--output_samples", out, "--data_path", graph_dir]  # fmt: skip
+    raise ValueError(system)
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) -> dict:
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    start = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        ps = psutil.Process(proc.pid)
+        peak, stopped = 0, None
+        while proc.poll() is None:
+            try:
+                peak = max(peak, tree_rss(ps))
+            except psutil.NoSuchProcess:
+                break
+            elapsed = time.time() - start
+            if elapsed > timeout:
+                stopped = f"timeout after {timeout:.0f} s"
+            elif peak > max_rss:
+                stopped = f"killed at {peak / 2**30:.1f} GB RSS (limit {max_rss / 2**30:.0f} GB)"
+            if stopped:
+                for child in ps.children(recursive=True):
+                    child.kill()
+                proc.kill()
+                break
+            time.sleep(0.2)
+        proc.wait()
+    return {
+        "seconds": round(time.time() - start, 2),
+        "peak_rss_bytes": peak,
+        "returncode": proc.returncode,
+        "stopped": stopped,
+    }
+
+
+def count_records(out_dir: str) -> tuple[int, int]:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf  # noqa: PLC0415 (only needed after the runs)
+
+    files = [f for f in glob.glob(os.path.join(out_dir, "samples*")) if not f.endswith(".pbtxt")]
+    count = sum(1 for f in files for _ in tf.data.TFRecordDataset(f))
+    return count, sum(os.path.getsize(f) for f in files)
+
+
+def make_graph(size: int, root: str, hub_fraction: float) -> str:
+    graph_dir = os.path.join(root, f"mag{size}" + (f"_hub{hub_fraction}" if hub_fraction else ""))
+    if not os.path.exists(os.path.join(graph_dir, "sampling_spec.pbtxt")):
+        subprocess.run(
+            [PY, "-m", "pipelines.generate", "--num_papers", str(size), "--output_dir", graph_dir,
+             "--all_node_features", "--write_spec", "--hub_fraction", str(hub_fraction)],
+            cwd=ROOT, check=True, env=dict(os.environ, TF_USE_LEGACY_KERAS="1"),
+        )  # fmt: skip
+    return graph_dir
+
+
+def make_seeds(graph_dir: str, count: int) -> str:
+    """The first `count` paper ids as a CSV seed table."""
+    path = os.path.join(graph_dir, f"seeds{count}.csv")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write("#id\n")
+            f.writelines(f"p{i}\n" for i in range(count))
+    return path
+
+
+def machine() -> dict:
+    return {
+        "cores": os.cpu_count(),
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--hub_fraction", type=float, default=0.0)
+    parser.add_argument("--input_seeds", type=int, default=0, help="sample only this many seeds")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--max_rss_gb", type=float, default=20)
+    parser.add_argument("--work_dir", default="/tmp/bench_sample")
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench_sample.json"))
+    args = parser.parse_args()
+    results = []
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            results = json.load(f)
+    for size in [int(s) for s in args.sizes.split(",")]:
+        graph_dir = make_graph(size, args.work_dir, args.hub_fraction)
+        seeds = make_seeds(graph_dir, args.input_seeds) if args.input_seeds else None
+        for system in args.systems.split(","):
+            out_dir = os.path.join(args.work_dir, "out", f"{system}_{os.path.basename(graph_dir)}")
+            shutil.rmtree(out_dir, ignore_errors=True)
+            os.makedirs(out_dir)
+            cmd = command(system, graph_dir, out_dir, seeds)
+            print(f"[{time.strftime('%H:%M:%S')}] {system} at {size} papers ...", flush=True)
+            measured = run_measured(cmd, args.timeout, args.max_rss_gb * 2**30, out_dir + ".log")
+            ok = measured["returncode"] == 0 and not measured["stopped"]
+            count, size_bytes = count_records(out_dir) if ok else (0, 0)
+            if not ok and not measured["stopped"]:
+                with open(out_dir + ".log") as f:
+                    tail = f.read().strip().splitlines()[-3:]
+                measured["stopped"] = "failed: " + " | ".join(tail)[-300:]
+            record = {
+                "system": system,
+                "aggregation": SYSTEMS[system],
+                "papers": size,
+                "hub_fraction": args.hub_fraction,
+                "seeds": args.input_seeds or size,
+                "subgraphs": count,
+                "output_bytes": size_bytes,
+                **measured,
+                "command": " ".join(
+                    os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd
+                ),
+                "machine": machine(),
+            }
+            print(json.dumps({k: record[k] for k in ("system", "papers", "seconds", "peak_rss_bytes",
+                                                     "subgraphs", "stopped")}), flush=True)  # fmt: skip
+            results.append(record)
+            with open(args.out, "w") as f:
+                json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

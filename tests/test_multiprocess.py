@@ -1,0 +1,138 @@
+"""Both stages on the FnApiRunner with 2 worker processes: what only shows up when workers are
+separate processes (pickling, module-level state, per-process setup and shared state).
+
+tests/test_pipeline.py already compares a 2-process sample run with a single-process one
+(default placement, CSV shards); tests/test_partition.py does the same for the three
+partition methods. These runs cover the rest: the sample stage's two graph placements
+across processes, with node aggregation, weighted strategies and duplicated input seeds,
+against the in-memory oracle (equal to a single-process run, tests/test_pipeline.py);
+and a partition run with the balancing options.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psutil
+import pytest
+
+from sampler import synthetic
+from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
+
+TWO_PROCESSES = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+
+WEIGHTED_SPEC = """
+seed_op { op_name: "seed" node_set_name: "paper" }
+sampling_ops { op_name: "cited" input_op_names: "seed" edge_set_name: "cites"
+  sample_size: 4 strategy: RANDOM_WEIGHTED }
+sampling_ops { op_name: "top" input_op_names: "cited" edge_set_name: "cites"
+  sample_size: 2 strategy: TOP_K }
+sampling_ops { op_name: "authors" input_op_names: "seed" input_op_names: "top"
+  edge_set_name: "written" sample_size: 3 strategy: RANDOM_UNIFORM }
+sampling_ops { op_name: "institutions" input_op_names: "authors"
+  edge_set_name: "affiliated_with" sample_size: 2 strategy: RANDOM_UNIFORM }
+"""
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mp_mag")
+    graph = synthetic.generate_mag(300, seed=9, feature_dim=3, edge_weights=True, hub_fraction=0.1)
+    schema = synthetic.write_graph(graph, str(root / "graph"), fmt="parquet", num_shards=2)
+    mag_spec = synthetic.write_sampling_spec(synthetic.mag_sampling_spec(), str(root / "mag.pbtxt"))
+    weighted = root / "weighted.pbtxt"
+    weighted.write_text(WEIGHTED_SPEC)
+    seeds = root / "seeds.csv"
+    seeds.write_text("#id\n" + "".join(f"p{i}\n" for i in [0, 5, 5, 17, 0, 299, 42, 5]))
+    return root, schema, mag_spec, str(weighted), str(seeds)
+
+
+def sdk_worker_processes_during(fn) -> set[int]:
+    """Runs fn(); returns the pids of the Beam SDK worker processes seen meanwhile."""
+    me, seen, done = psutil.Process(), set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for child in me.children(recursive=True):
+                try:
+                    if "sdk_worker_main" in " ".join(child.cmdline()):
+                        seen.add(child.pid)
+                except psutil.NoSuchProcess:
+                    pass
+            done.wait(0.05)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        thread.join()
+    return seen
+
+
+@pytest.mark.parametrize(
+    "placement, spec_name, aggregation, with_seeds",
+    [
+        ("sharded", "mag", "node", False),
+        ("sharded", "weighted", "edge", True),
+        ("worker", "weighted", "node", True),
+        ("worker", "mag", "edge", False),
+    ],
+)
+def test_sample_on_two_worker_processes_equals_the_oracle(
+    mag, placement, spec_name, aggregation, with_seeds
+):
+    root, schema, mag_spec, weighted, seeds = mag
+    spec = {"mag": mag_spec, "weighted": weighted}[spec_name]
+    out = root / f"out_{placement}_{spec_name}_{aggregation}_{with_seeds}"
+    extra = ["--input_seeds", seeds] if with_seeds else []
+    workers = sdk_worker_processes_during(
+        lambda: run_pipeline(
+            schema,
+            spec,
+            f"{out}/samples@3",
+            "--graph_placement",
+            placement,
+            "--edge_aggregation_method",
+            aggregation,
+            "--seed",
+            "13",
+            "--num_shards",
+            "5",
+            "--num_buckets",
+            "4",
+            *extra,
+            *TWO_PROCESSES,
+        )
+    )
+    assert len(workers) >= 2, f"expected 2 SDK worker processes, saw {workers}"
+    got = read_records(f"{out}/samples-*-of-00003")
+    expected = oracle_records(
+        schema, spec, aggregation, seed=13, input_seeds=seeds if with_seeds else None
+    )
+    assert len(expected) == (8 if with_seeds else 300)
+    assert sorted(got) == sorted(expected)
+
+
+def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
+    from tests.partition_helpers import run_partition
+
+    graph = synthetic.generate_mag(200, seed=4, feature_dim=2, edge_weights=True)
+    schema = synthetic.write_graph(graph, str(tmp_path / "graph"), fmt="tfrecord", num_shards=2)
+    flags = ["--num_parts", "3", "--balance_ntypes", "year", "--balance_edges", "--seed", "2"]
+    run_partition(schema, str(tmp_path / "one"), *flags)
+    run_partition(schema, str(tmp_path / "two"), *flags, "--num_shards", "3", *TWO_PROCESSES)
+
+    def files(folder):
+        return {
+            p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.relative_to(folder).as_posix().startswith("node_ids/")
+        }
+
+    one, two = files(tmp_path / "one"), files(tmp_path / "two")
+    assert "g.json" in one and "part2/graph.dgl" in one
+    assert one.keys() == two.keys()
+    for name in one:
+        assert one[name] == two[name], name
