@@ -234,30 +234,17 @@ def _table_patterns(graph: GraphInfo) -> list[str]:
 
 def graph_signature(graph: GraphInfo) -> dict:
     """Schema text hash plus (path, size, mtime) of every table file: changes when they do."""
-    from apache_beam.io.filesystems import FileSystems
-
     tables = {}
     for pattern in _table_patterns(graph):
-        paths = files.expand_files(pattern)
-        try:
-            results = FileSystems.match(paths)
-        except Exception as e:  # Beam raises BeamIOError and friends; report one line.
-            raise UserError(f"cannot stat table files '{pattern}': {e}") from e
-        entries = []
-        for result in results:
-            for meta in result.metadata_list:
-                mtime = getattr(meta, "last_updated_in_seconds", None)
-                entries.append([meta.path, int(meta.size_in_bytes), mtime])
-        tables[pattern] = sorted(entries)
+        entries = files.stat_files(files.expand_files(pattern))
+        tables[pattern] = sorted([path, size, mtime] for path, size, mtime in entries)
     schema_hash = hashlib.sha256(read_text(graph.schema_path).encode()).hexdigest()
     return {"schema_sha256": schema_hash, "tables": tables}
 
 
 def load_cached_stats(path: str, signature: dict) -> DegreeStats | None:
     """The cached stats if the cache exists and matches `signature`, else None."""
-    from apache_beam.io.filesystems import FileSystems
-
-    if not FileSystems.exists(path):
+    if not files.exists(path):
         return None
     try:
         data = json.loads(read_text(path))

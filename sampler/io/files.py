@@ -178,3 +178,24 @@ def create_file(path: str):
         return FileSystems.create(path, compression_type="uncompressed")
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
+
+
+def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
+    """(path, size in bytes, modification time or None) of existing files (one listing call)."""
+    if not paths:
+        return []
+    try:
+        results = FileSystems.match(list(paths))
+    except Exception as e:  # Beam raises BeamIOError and friends; report one line.
+        raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
+    out = []
+    for result in results:
+        for metadata in result.metadata_list:
+            mtime = getattr(metadata, "last_updated_in_seconds", None)
+            out.append((metadata.path, int(metadata.size_in_bytes), mtime))
+    return out
+
+
+def exists(path: str) -> bool:
+    """True if `path` (local, gs://, ...) exists."""
+    return FileSystems.exists(path)
