@@ -20,6 +20,7 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import accounting
 from pipelines.runner import make_runner, pipeline_options, run_main
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
 from sampler.errors import UserError
@@ -71,6 +72,24 @@ def parse_args(argv):
     )
     parser.add_argument(
         "--runner", default=None, help="Beam runner (default: local FnApiRunner, offline)."
+    )
+    parser.add_argument(
+        "--max_bad_records",
+        type=int,
+        default=0,
+        help="Input rows that cannot be read are skipped and written to"
+        " OUT/bad_records-*.jsonl; more than this many fail the run.",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace the partitions of an earlier run in --output_dir (deleted first).",
+    )
+    parser.add_argument(
+        "--strict",
+        default="",
+        help="Comma-separated graph checks that fail the run instead of being counted:"
+        " dangling_edges,duplicate_ids,self_loops,parallel_edges,empty_sets (or all).",
     )
     return parser.parse_known_args(argv)
 
@@ -124,15 +143,48 @@ def main_body(argv) -> None:
     config = make_config(args, graph)
     GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
     output_dir = args.output_dir.rstrip("/")
+    check_output(graph, args, output_dir)
     start = time.time()
     pipeline = beam.Pipeline(
         runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
     )
-    _ = pipeline | "Partition" >> PartitionGraph(graph, config, output_dir)
-    pipeline.run().wait_until_finish()
+    partition = PartitionGraph(graph, config, output_dir, args.max_bad_records)
+    _ = pipeline | "Partition" >> partition
+    accounting.write_bad_records(partition.bad_records, output_dir)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = accounting.beam_counters(result)
+    issues = accounting.graph_issues(graph, counters)
+    try:
+        accounting.check_bad_records(counters, args.max_bad_records, output_dir)
+        accounting.check_strict(issues, accounting.parse_strict(args.strict))
+    except UserError:
+        # The DGL config marks partitions as loadable: a failed run must not leave it.
+        FileSystems.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
+        raise
     with FileSystems.open(f"{output_dir}/{REPORT_NAME}") as f:
         report = json.loads(f.read().decode("utf-8"))
     print_summary(report, output_dir, time.time() - start)
+    data = accounting.summary(
+        argv, args, counters, time.time() - start,
+        partition=accounting.partition_accounting(graph, report, counters),
+        graph_issues=issues,
+    )  # fmt: skip
+    print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
+
+
+def check_output(graph, args, output_dir: str) -> None:
+    """Configuration errors of --output_dir before anything runs (pipelines.accounting)."""
+    names = [
+        f"{args.graph_name}.json", REPORT_NAME, accounting.SUMMARY_NAME,
+        accounting.BAD_RECORDS_GLOB, "part*/*", "node_ids/*/*",
+    ]  # fmt: skip
+    patterns = [f"{output_dir}/{name}" for name in names]
+    accounting.parse_strict(args.strict)
+    inputs = accounting.input_folders(graph)
+    accounting.check_output(
+        output_dir, patterns, inputs, args.overwrite, "--output_dir", dedicated=True
+    )
 
 
 def print_summary(report: dict, output_dir: str, seconds: float) -> None:

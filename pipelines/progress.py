@@ -1,8 +1,7 @@
 """Progress of a sampling run while it runs, and the summary of its Beam counters at the end.
 
-* `CountOutput`: a pass-through step before Write. It counts the subgraphs (for the
-  progress line) and adds Beam counters `output_nodes/<set>` and `output_edges/<set>`
-  from each record's `#size` features. The records are not changed.
+* `CountOutput`: a pass-through step before Write that counts the subgraphs for the
+  progress line. The records are not changed.
 * `Progress`: a context manager. Every `interval` seconds it prints one line to stderr,
   `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`; on a terminal
   the line is redrawn in place every second instead. The stage comes from the local
@@ -24,8 +23,6 @@ import threading
 import time
 
 import apache_beam as beam
-from apache_beam.metrics import Metrics
-from tensorflow.core.example import example_pb2
 
 NAMESPACE = "sampler"
 _FN_RUNNER_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner"
@@ -35,7 +32,10 @@ _PER_NAME_GROUPS = {
     "Op", "Nodes", "Induced", "ReadEdges", "ReadNodes", "NodeTable", "Adjacency", "Requests",
 }  # fmt: skip
 _EXECUTION_TIME = "ptransform_execution_time:total_msecs:v1"
+# Counters of rows that were unreadable (and skipped under --max_bad_records) or dropped.
 BAD_RECORD_COUNTERS = (
+    "bad_records",
+    "duplicate_node_ids",
     "seeds_not_in_node_set",
     "nodes_not_in_node_set",
     "edges_with_missing_endpoint",
@@ -58,44 +58,15 @@ LOCAL_COUNT = _LocalCount()
 
 
 class CountOutput(beam.DoFn):
-    """Pass-through: counts subgraphs and their nodes/edges per set (sums per bundle)."""
+    """Pass-through before Write: counts the records for the progress line.
 
-    def __init__(self, schema=None):
-        # (counter name, '#size' key) per set; from the schema when given, else every key.
-        self._keys = None
-        if schema is not None:
-            from sampler.encode import encode_specs
-
-            specs = encode_specs(schema)
-            self._keys = [(f"output_nodes/{n}", e.size_key) for n, e in specs.node_sets.items()]
-            self._keys += [(f"output_edges/{n}", e.size_key) for n, e in specs.edge_sets.items()]
-        self._counters = {}
-        self._sums = collections.Counter()
-
-    def start_bundle(self):
-        self._sums = collections.Counter()
+    The per-set `output_nodes/<set>` and `output_edges/<set>` counters come from the
+    sampling DoFns, which know the sizes without parsing the records again.
+    """
 
     def process(self, record: bytes):
         LOCAL_COUNT.add(1)
-        features = example_pb2.Example.FromString(record).features.feature
-        if self._keys is None:
-            for key, feature in features.items():
-                if key.endswith(".#size") and "/" in key:
-                    kind, name = key[: -len(".#size")].split("/", 1)
-                    values = feature.int64_list.value
-                    self._sums[f"output_{kind}/{name}"] += int(values[0]) if values else 0
-        else:
-            for name, key in self._keys:
-                values = features[key].int64_list.value
-                self._sums[name] += int(values[0]) if values else 0
         yield record
-
-    def finish_bundle(self):
-        for name, value in self._sums.items():
-            if name not in self._counters:
-                self._counters[name] = Metrics.counter(NAMESPACE, name)
-            self._counters[name].inc(value)
-        self._sums = collections.Counter()
 
 
 def stage_label(name: str) -> str | None:

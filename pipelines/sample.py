@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
-from pipelines import sample_in_memory
+from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.runner import (
     make_runner,
@@ -90,21 +90,39 @@ def parse_args(argv):
         help="Seconds between progress lines on stderr (redrawn every second on a terminal);"
         " 0 turns them off.",
     )
+    parser.add_argument(
+        "--max_bad_records",
+        type=int,
+        default=0,
+        help="Input rows that cannot be read are skipped and written to"
+        " <output dir>/bad_records-*.jsonl; more than this many fail the run.",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Replace the output of an earlier run (its files are deleted first).",
+    )
+    parser.add_argument(
+        "--strict",
+        default="",
+        help="Comma-separated graph checks that fail the run instead of being counted:"
+        " dangling_edges,duplicate_ids,missing_seeds,self_loops,parallel_edges,empty_sets"
+        " (or all). See README 'When things go wrong'.",
+    )
     return parser.parse_known_args(argv)
 
 
 def build(pipeline, graph, plan, args):
     """Adds the sampling stages to `pipeline`; returns the PCollection of serialized examples."""
     where = placement(graph, args)
-    tables, adjacency = pipeline | "ReadGraph" >> ReadGraph(
-        graph, plan, args.num_shards, drop_dangling=where == "sharded"
-    )
+    max_bad = getattr(args, "max_bad_records", 0)
+    read_graph = ReadGraph(graph, plan, args.num_shards, where == "sharded", max_bad)
+    tables, adjacency = pipeline | "ReadGraph" >> read_graph
+    bad_records = [read_graph.bad_records]
     if args.input_seeds:
-        seeds = (
-            pipeline
-            | "ReadSeeds" >> ReadSeedIds(args.input_seeds)
-            | "Seeds" >> SeedsFromIds(args.num_shards)
-        )
+        read_seeds = ReadSeedIds(args.input_seeds, max_bad)
+        seeds = pipeline | "ReadSeeds" >> read_seeds | "Seeds" >> SeedsFromIds(args.num_shards)
+        bad_records.append(read_seeds.bad_records)
     else:
         seeds = tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
     if where == "worker":
@@ -113,7 +131,30 @@ def build(pipeline, graph, plan, args):
         sample = SampleSubgraphs(
             graph, plan, seed=args.seed, num_shards=args.num_shards, num_buckets=args.num_buckets
         )
+    accounting.write_bad_records(
+        bad_records | "BadRecords" >> beam.Flatten(), output_dir_of(args.output_samples)
+    )
     return (seeds, tables, adjacency) | "Sample" >> sample
+
+
+def output_dir_of(output_samples: str) -> str:
+    prefix = output_shards(output_samples)[0]
+    return prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+
+
+def check_output(graph, args) -> None:
+    """Configuration errors of the output, before anything runs (pipelines.accounting)."""
+    prefix, _, template = output_shards(args.output_samples)
+    output_dir = output_dir_of(args.output_samples)
+    patterns = [prefix] if template == "" else [f"{prefix}-*-of-*"]
+    patterns += [
+        FileSystems.join(output_dir, name) if output_dir else name
+        for name in ("schema.pbtxt", accounting.SUMMARY_NAME, accounting.BAD_RECORDS_GLOB)
+    ]
+    accounting.parse_strict(args.strict)
+    inputs = accounting.input_folders(graph, args.input_seeds)
+    flag = "--output_samples"
+    accounting.check_output(output_dir or ".", patterns, inputs, args.overwrite, flag)
 
 
 def placement(graph, args) -> str:
@@ -166,7 +207,7 @@ def construct(argv) -> Construction:
     write_kwargs = {"num_shards": num_shards}
     if template is not None:
         write_kwargs["shard_name_template"] = template
-    examples = examples | "CountOutput" >> beam.ParDo(CountOutput(graph.schema))
+    examples = examples | "CountOutput" >> beam.ParDo(CountOutput())
     _ = examples | "Write" >> beam.io.WriteToTFRecord(prefix, **write_kwargs)
     return Construction(pipeline, graph, output_dir, args.output_samples)
 
@@ -177,6 +218,7 @@ def main_body(argv) -> None:
     if args.runner == sample_in_memory.IN_MEMORY:
         main_in_memory(args, start)
         return
+    check_output(load_graph(args.graph_schema), args)
     job = construct(argv)
     with Progress(parse_args(argv)[0].progress_interval) as progress:
         result = job.pipeline.run()
@@ -184,14 +226,33 @@ def main_body(argv) -> None:
         for line in remote_job_lines(result, job.pipeline.options):
             print(line, flush=True)
         result.wait_until_finish()
+    counters = counters_of(result)
+    accounting.check_bad_records(counters, args.max_bad_records, job.output_dir)
+    issues = accounting.graph_issues(job.graph, counters)
+    accounting.check_strict(issues, accounting.parse_strict(args.strict))
     schema_path = write_output_schema(job.graph, job.output_dir)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
+    write_run_summary(argv, args, counters, job.output_dir, time.time() - start, issues)
+
+
+def write_run_summary(argv, args, counters, output_dir: str, seconds: float, issues) -> None:
+    """run_summary.json beside the samples, written last (see pipelines.accounting)."""
+    data = accounting.summary(
+        argv,
+        args,
+        counters,
+        seconds,
+        samples=accounting.sample_accounting(counters),
+        graph_issues=issues,
+    )
+    print(f"summary: {accounting.write_run_summary(output_dir, data)}")
 
 
 def main_in_memory(args, start: float) -> None:
     """--runner InMemory: the same records without Beam (see pipelines.sample_in_memory)."""
     graph = load_graph(args.graph_schema)
     plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
+    check_output(graph, args)
     prefix = output_shards(args.output_samples)[0]
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
@@ -201,6 +262,11 @@ def main_in_memory(args, start: float) -> None:
     print(f"samples: {args.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
+    write_run_summary(argv_of(args), args, counters, output_dir, time.time() - start, {})
+
+
+def argv_of(args) -> list[str]:
+    return [f"--{k}={v}" for k, v in sorted(vars(args).items()) if v not in (None, False)]
 
 
 def counters_of(result) -> dict[str, int]:

@@ -30,6 +30,7 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     else:
         seed_ids = mem.node_tables[plan.seed_set].rows.ids
     seeds = make_seeds(seed_ids)
+    counters = collections.Counter(seeds_in=len(seeds))
     prefix, num_shards, template = output_shards(args.output_samples)
     paths = (
         [prefix]
@@ -38,7 +39,6 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     )
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     specs = encode_specs(graph.schema)
-    counters = collections.Counter()
     try:
         subgraphs = inmemory.sample_in_memory(graph, plan, mem, seeds, args.seed, counters)
         for i, subgraph in enumerate(subgraphs):

@@ -160,3 +160,20 @@ def merge_node_tables(shards: list[NodeTable], specs) -> NodeTable:
     """One NodeTable from shards that hold disjoint nodes."""
     rows = NodeBatch.concat([t.rows for t in shards], specs)
     return NodeTable(rows.take(np.argsort(rows.fp)), sum(t.duplicates for t in shards))
+
+
+def edge_shape_counts(src: np.ndarray, dst: np.ndarray, same_set: bool) -> tuple[int, int]:
+    """(self-loops, parallel edges) among edges given by source/target ids or fingerprints.
+
+    A self-loop joins a node to itself (only possible when both ends are one node set); an
+    edge is parallel when an earlier edge has the same source and target (so k edges between
+    one pair count k - 1).
+    """
+    n = len(src)
+    if n == 0:
+        return 0, 0
+    loops = int(np.count_nonzero(src == dst)) if same_set else 0
+    order = np.lexsort((dst, src))
+    s, d = src[order], dst[order]
+    repeat = (s[1:] == s[:-1]) & (d[1:] == d[:-1])
+    return loops, int(np.count_nonzero(repeat))

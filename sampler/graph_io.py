@@ -21,20 +21,28 @@ def table_files(pattern: str) -> list[tuple[str, str]]:
     return [(path, files.guess_format(path)) for path in files.expand_files(pattern)]
 
 
-def read_node_file(path: str, fmt: str, info: NodeSetInfo) -> Iterator[NodeBatch]:
-    for table in readers.read_table(path, fmt, ("#id",), info.features):
+def read_node_file(
+    path: str, fmt: str, info: NodeSetInfo, on_bad: readers.OnBad = None
+) -> Iterator[NodeBatch]:
+    """Node batches of one file; bad rows go to `on_bad` (without it the first one raises)."""
+    for table in readers.read_table(path, fmt, ("#id",), info.features, on_bad=on_bad):
         yield NodeBatch.from_table(table, info.features)
 
 
 def read_edge_file(
-    path: str, fmt: str, info: EdgeSetInfo, latent_ends: tuple[str, ...] = ()
+    path: str,
+    fmt: str,
+    info: EdgeSetInfo,
+    latent_ends: tuple[str, ...] = (),
+    on_bad: readers.OnBad = None,
 ) -> Iterator[tuple[EdgeBatch, dict[str, NodeBatch]]]:
     """Edge batches (source/target swapped for reversed sets), plus the ids at latent ends.
 
     `latent_ends` lists '#source' / '#target' (as stored in the file) whose node set has no
     table: their ids are returned as feature-less NodeBatches keyed by that column.
     """
-    for table in readers.read_table(path, fmt, ("#source", "#target"), info.features):
+    tables = readers.read_table(path, fmt, ("#source", "#target"), info.features, on_bad=on_bad)
+    for table in tables:
         ends = {}
         for column in latent_ends:
             col = table.column(column).combine_chunks()
@@ -55,11 +63,11 @@ def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
     return ends
 
 
-def read_seed_ids(pattern: str) -> np.ndarray:
+def read_seed_ids(pattern: str, on_bad: readers.OnBad = None) -> np.ndarray:
     """All ids of a seed table (the `#id` column), duplicates kept, as bytes objects."""
     out = []
     for path, fmt in table_files(pattern):
-        for column in readers.read_ids(path, fmt):
+        for column in readers.read_ids(path, fmt, on_bad=on_bad):
             out.extend(column.to_pylist())
     return _bytes_array(out)
 

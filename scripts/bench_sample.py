@@ -119,12 +119,14 @@ def count_records(out_dir: str) -> tuple[int, int]:
     return count, sum(os.path.getsize(f) for f in files)
 
 
-def make_graph(size: int, root: str, hub_fraction: float) -> str:
-    graph_dir = os.path.join(root, f"mag{size}" + (f"_hub{hub_fraction}" if hub_fraction else ""))
+def make_graph(size: int, root: str, hub_fraction: float, fmt: str) -> str:
+    name = f"mag{size}" + (f"_hub{hub_fraction}" if hub_fraction else "") + f"_{fmt}"
+    graph_dir = os.path.join(root, name)
     if not os.path.exists(os.path.join(graph_dir, "sampling_spec.pbtxt")):
         subprocess.run(
             [PY, "-m", "pipelines.generate", "--num_papers", str(size), "--output_dir", graph_dir,
-             "--all_node_features", "--write_spec", "--hub_fraction", str(hub_fraction)],
+             "--all_node_features", "--write_spec", "--hub_fraction", str(hub_fraction),
+             "--format", fmt],
             cwd=ROOT, check=True, env=dict(os.environ, TF_USE_LEGACY_KERAS="1"),
         )  # fmt: skip
     return graph_dir
@@ -149,12 +151,56 @@ def machine() -> dict:
     }
 
 
+def _cell(record: dict, ours: dict | None) -> list[str]:
+    if record["stopped"]:
+        return [record["stopped"], "", "", "", ""]
+    secs, rss = record["seconds"], record["peak_rss_bytes"] / 2**30
+    rate = record["subgraphs"] / secs if secs else 0
+    ratio = ""
+    if ours and ours is not record and not ours["stopped"]:
+        ratio = (
+            f"{secs / ours['seconds']:.1f}x time, {rss / (ours['peak_rss_bytes'] / 2**30):.1f}x RSS"
+        )
+    return [
+        f"{secs:.1f}",
+        f"{rss:.2f}",
+        f"{rate:.0f}",
+        f"{record['output_bytes'] / 2**20:.0f}",
+        ratio,
+    ]
+
+
+def report(results: list[dict]) -> str:
+    """A markdown table: one row per run, ratios against `ours` (same graph, same aggregation)."""
+    head = ("| papers | hub | seeds | system | agg | wall s | peak RSS GB | subgraphs/s | output MB"
+            " | vs ours |\n|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    rows = [head]
+    for r in results:
+        key = (r["papers"], r["hub_fraction"], r["seeds"])
+        same = [o for o in results if (o["papers"], o["hub_fraction"], o["seeds"]) == key]
+        ours_name = "ours_node" if r["aggregation"] == "node" else "ours"
+        ours = next((o for o in same if o["system"] == ours_name), None)
+        hub = f"{r['hub_fraction']:g}" if r["hub_fraction"] else "-"
+        cells = [
+            str(r["papers"]),
+            hub,
+            str(r["seeds"]),
+            r["system"],
+            r["aggregation"],
+            *_cell(r, ours),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--hub_fraction", type=float, default=0.0)
     parser.add_argument("--input_seeds", type=int, default=0, help="sample only this many seeds")
+    parser.add_argument("--format", default="tfrecord", choices=["tfrecord", "csv", "parquet"])
+    parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--max_rss_gb", type=float, default=20)
     parser.add_argument("--work_dir", default="/tmp/bench_sample")
@@ -164,8 +210,11 @@ def main() -> None:
     if os.path.exists(args.out):
         with open(args.out) as f:
             results = json.load(f)
+    if args.report:
+        print(report(results))
+        return
     for size in [int(s) for s in args.sizes.split(",")]:
-        graph_dir = make_graph(size, args.work_dir, args.hub_fraction)
+        graph_dir = make_graph(size, args.work_dir, args.hub_fraction, args.format)
         seeds = make_seeds(graph_dir, args.input_seeds) if args.input_seeds else None
         for system in args.systems.split(","):
             out_dir = os.path.join(args.work_dir, "out", f"{system}_{os.path.basename(graph_dir)}")
@@ -185,6 +234,7 @@ def main() -> None:
                 "aggregation": SYSTEMS[system],
                 "papers": size,
                 "hub_fraction": args.hub_fraction,
+                "format": args.format,
                 "seeds": args.input_seeds or size,
                 "subgraphs": count,
                 "output_bytes": size_bytes,

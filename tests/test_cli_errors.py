@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,11 +25,14 @@ sampling_ops { op_name: "hop" input_op_names: "seed" edge_set_name: "cites" samp
 
 @pytest.fixture()
 def graph(tmp_path):
-    (tmp_path / "graph_schema.pbtxt").write_text(SCHEMA)
-    (tmp_path / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;4\n")
-    (tmp_path / "cites.csv").write_text("#source,#target\np0,p1\n")
-    (tmp_path / "spec.pbtxt").write_text(GOOD_SPEC)
-    return tmp_path
+    """The input folder; outputs go beside it (`graph.parent / "out"`), not inside."""
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    (folder / "graph_schema.pbtxt").write_text(SCHEMA)
+    (folder / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;4\n")
+    (folder / "cites.csv").write_text("#source,#target\np0,p1\n")
+    (folder / "spec.pbtxt").write_text(GOOD_SPEC)
+    return folder
 
 
 def run_cli(*args):
@@ -55,7 +59,7 @@ def assert_user_error(result, *fragments):
 def test_good_run_succeeds(graph):
     result = run_cli(
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
-        "--output_samples", str(graph / "out" / "s.tfr"),
+        "--output_samples", str(graph.parent / "out" / "s.tfr"),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "subgraphs: 2" in result.stdout
@@ -82,7 +86,7 @@ def test_bad_spec_is_one_line(graph, spec_text, fragments):
     (graph / "bad.pbtxt").write_text(spec_text)
     result = run_cli(
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "bad.pbtxt"),
-        "--output_samples", str(graph / "out" / "s.tfr"),
+        "--output_samples", str(graph.parent / "out" / "s.tfr"),
     )  # fmt: skip
     assert_user_error(result, *fragments)
 
@@ -91,7 +95,7 @@ def test_missing_table_is_one_line(graph):
     os.remove(graph / "cites.csv")
     result = run_cli(
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
-        "--output_samples", str(graph / "out" / "s.tfr"),
+        "--output_samples", str(graph.parent / "out" / "s.tfr"),
     )  # fmt: skip
     assert_user_error(result, "cites.csv")
 
@@ -99,7 +103,7 @@ def test_missing_table_is_one_line(graph):
 def test_missing_schema_is_one_line(graph):
     result = run_cli(
         "--graph_schema", str(graph / "nowhere"), "--sampling_spec", str(graph / "spec.pbtxt"),
-        "--output_samples", str(graph / "out" / "s.tfr"),
+        "--output_samples", str(graph.parent / "out" / "s.tfr"),
     )  # fmt: skip
     assert_user_error(result, "nowhere")
 
@@ -108,6 +112,80 @@ def test_bad_cell_found_by_a_worker_is_one_line(graph):
     (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\n")
     result = run_cli(
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
-        "--output_samples", str(graph / "out" / "s.tfr"),
+        "--output_samples", str(graph.parent / "out" / "s.tfr"),
     )  # fmt: skip
     assert_user_error(result, "paper.csv", "row 2")
+
+
+def sample_args(graph, *extra):
+    return [
+        "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
+        "--output_samples", str(graph.parent / "out" / "s@2"), *extra,
+    ]  # fmt: skip
+
+
+def test_default_max_bad_records_shows_the_first_reasons(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\np2,1\n,1;2\np3,5;6\n")
+    result = run_cli(*sample_args(graph))
+    assert_user_error(result, "more than --max_bad_records 0", "row 2", "'x' is not a number")
+    assert not (graph.parent / "out" / "run_summary.json").exists()
+    assert not (graph.parent / "out" / "schema.pbtxt").exists()
+
+
+def test_bad_rows_within_the_limit_go_to_the_dead_letter_output(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\np2,1\n,1;2\np3,5;6\n")
+    (graph / "cites.csv").write_text("#source,#target\np0,p3\np3\n")
+    result = run_cli(*sample_args(graph, "--max_bad_records", "4"))
+    assert result.returncode == 0, result.stderr
+    out = graph.parent / "out"
+    (dead,) = out.glob("bad_records-*.jsonl")
+    bad = sorted(
+        (json.loads(line) for line in dead.read_text().splitlines()),
+        key=lambda b: (b["set"], b["row"]),
+    )
+    assert [(b["set"], b["row"], b["line"]) for b in bad] == [
+        ("cites", 2, 3), ("paper", 2, 3), ("paper", 3, 4), ("paper", 4, 5),
+    ]  # fmt: skip
+    assert bad[0]["reason"] == "1 cells, but the header has 2 columns"
+    assert bad[1]["reason"] == "column 'feat': 'x' is not a number"
+    assert bad[2]["reason"] == "column 'feat': 1 values, expected 2 (joined by ';')"
+    assert bad[3]["reason"] == "column '#id': missing id"
+    assert all(b["file"].endswith(".csv") for b in bad)
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["bad_records"] == 4
+    assert summary["counters"]["bad_records/paper"] == 3
+    assert summary["counters"]["rows_read/paper"] == 2
+    assert summary["samples"]["seeds_in"] == summary["samples"]["subgraphs_out"] == 2
+    assert "subgraphs: 2" in result.stdout
+    # The same input with a lower limit fails, naming the total and where they all are.
+    result = run_cli(*sample_args(graph, "--max_bad_records", "3", "--overwrite"))
+    assert_user_error(result, "4 bad records, more than --max_bad_records 3", "bad_records-")
+    assert not (out / "run_summary.json").exists()
+
+
+def test_output_inside_an_input_folder_is_one_line(graph):
+    result = run_cli(
+        "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
+        "--output_samples", str(graph / "samples@2"),
+    )  # fmt: skip
+    assert_user_error(result, "inside the input folder")
+    assert not list(graph.glob("samples*"))
+
+
+def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
+    out = graph.parent / "out"
+    assert run_cli(*sample_args(graph)).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "run_summary.json", "s-00000-of-00002", "s-00001-of-00002", "schema.pbtxt",
+    ]  # fmt: skip
+    assert_user_error(run_cli(*sample_args(graph)), "exists already", "--overwrite")
+    # A stale shard of another shard count must not survive an --overwrite run.
+    (out / "s-00002-of-00003").write_bytes(b"stale")
+    result = run_cli(
+        "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
+        "--output_samples", str(out / "s@1"), "--overwrite",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
+    ]  # fmt: skip

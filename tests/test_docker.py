@@ -260,10 +260,10 @@ def test_builder_stage_wheel_holds_the_package_and_its_pins(dockerfile, tmp_path
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        requires = [
+        requires = [  # the install requirements; optional extras ("; extra == ...") aside
             line.split(":", 1)[1].strip().lower()
             for line in z.read(metadata).decode().splitlines()
-            if line.startswith("Requires-Dist:")
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
         ]
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     for module in ["sampler/beam/sample.py", "sampler/io/files.py", "pipelines/sample.py"]:

@@ -246,7 +246,9 @@ def test_usage_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         estimate_cli.main(["--graph_schema", "g", "--sampling_spec", "s", "--target_minutes", "0"])
     assert e.value.code == 2
-    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        cli.main(["estimate", "--help"])
+    assert e.value.code == 0 and "--probe_seeds" in capsys.readouterr().out
     code = estimate_cli.main(
         ["--graph_schema", str(tmp_path / "missing"), "--sampling_spec", "s.pbtxt"]
     )

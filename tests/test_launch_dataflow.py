@@ -396,3 +396,32 @@ def test_real_runs_need_the_tools_and_stop_before_doing_anything(bin_dir, extra,
     assert done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"error: {tool} not found on PATH" in done.stderr
+
+
+def documented_launches(path: str) -> list[tuple[dict[str, str], list[str]]]:
+    """(environment, arguments) of every `scripts/launch_dataflow.sh` command in the bash
+    blocks of a Markdown file; `export` lines before it in the same block give the env."""
+    with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        env: dict[str, str] = {}
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[:1] == ["export"]:
+                env.update(w.split("=", 1) for w in words[1:])
+            elif words[:1] == ["scripts/launch_dataflow.sh"] and "..." not in words:
+                out.append((dict(env), words[1:]))  # "..." marks an elided example
+    return out
+
+
+@pytest.mark.parametrize("path", ["README.md", "docs/DATAFLOW.md"])
+def test_documented_launch_commands_work_as_dry_runs(bin_dir, path):
+    launches = documented_launches(path)
+    stages = {args[0] for _, args in launches}
+    assert stages == {"sample", "partition"}, f"{path} must show both stages"
+    for env, args in launches:
+        done = launch(bin_dir, *args, "--dry-run", **env)
+        assert done.returncode == 0, f"{path}: {shlex.join(args)}\n{done.stderr}"
+        submit = commands(done.stdout)[-1]
+        assert submit[submit.index("-m") + 1] == f"pipelines.{args[0]}"

@@ -37,12 +37,15 @@ sampling_ops { op_name: "institutions" input_op_names: "authors"
 @pytest.fixture(scope="module")
 def mag(tmp_path_factory):
     root = tmp_path_factory.mktemp("mp_mag")
+    inputs = root / "inputs"  # outputs go to root/out_*, never inside an input's folder
     graph = synthetic.generate_mag(300, seed=9, feature_dim=3, edge_weights=True, hub_fraction=0.1)
-    schema = synthetic.write_graph(graph, str(root / "graph"), fmt="parquet", num_shards=2)
-    mag_spec = synthetic.write_sampling_spec(synthetic.mag_sampling_spec(), str(root / "mag.pbtxt"))
-    weighted = root / "weighted.pbtxt"
+    schema = synthetic.write_graph(graph, str(inputs / "graph"), fmt="parquet", num_shards=2)
+    mag_spec = synthetic.write_sampling_spec(
+        synthetic.mag_sampling_spec(), str(inputs / "mag.pbtxt")
+    )
+    weighted = inputs / "weighted.pbtxt"
     weighted.write_text(WEIGHTED_SPEC)
-    seeds = root / "seeds.csv"
+    seeds = inputs / "seeds.csv"
     seeds.write_text("#id\n" + "".join(f"p{i}\n" for i in [0, 5, 5, 17, 0, 299, 42, 5]))
     return root, schema, mag_spec, str(weighted), str(seeds)
 
@@ -125,14 +128,17 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
     run_partition(schema, str(tmp_path / "two"), *flags, "--num_shards", "3", *TWO_PROCESSES)
 
     def files(folder):
-        return {
-            p.relative_to(folder).as_posix(): p.read_bytes()
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.relative_to(folder).as_posix().startswith("node_ids/")
-        }
+        """The DGL partition files and the report (not run records such as timings or the
+        command line; node_ids/ follows --num_shards, test_partition_dgl.py checks it)."""
+        out = {}
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder).as_posix()
+            if path.is_file() and (rel == "g.json" or rel.startswith("part")):
+                out[rel] = path.read_bytes()
+        return out
 
     one, two = files(tmp_path / "one"), files(tmp_path / "two")
-    assert "g.json" in one and "part2/graph.dgl" in one
+    assert {"g.json", "part2/graph.dgl", "partition_report.json"} <= one.keys()
     assert one.keys() == two.keys()
     for name in one:
         assert one[name] == two[name], name

@@ -53,7 +53,7 @@ def test_output_parses_with_tfgnn_and_schema_is_written(mag):
     _, schema, spec, root = mag
     out = root / "out_parse"
     run_pipeline(schema, spec, f"{out}/samples.tfrecord")
-    assert sorted(os.listdir(out)) == ["samples.tfrecord", "schema.pbtxt"]
+    assert sorted(os.listdir(out)) == ["run_summary.json", "samples.tfrecord", "schema.pbtxt"]
     records = read_records(f"{out}/samples.tfrecord")
     out_schema = tfgnn.read_schema(str(out / "schema.pbtxt"))
     graph_spec = tfgnn.create_graph_spec_from_schema_pb(out_schema)
@@ -104,8 +104,9 @@ def test_seed_changes_samples(mag, tmp_path):
 def test_input_seeds_duplicates_give_one_subgraph_each(mag, tmp_path):
     _, schema, spec, _ = mag
     seeds = pa.table({"#id": pa.array([b"p3", b"p7", b"p3", b"p3"], pa.binary())})
-    write_table(str(tmp_path / "seeds.csv"), seeds, "csv", {})
-    run_pipeline(schema, spec, f"{tmp_path}/out/s@1", "--input_seeds", str(tmp_path / "seeds.csv"))
+    seeds_path = str(tmp_path / "seeds" / "seeds.csv")
+    write_table(seeds_path, seeds, "csv", {})
+    run_pipeline(schema, spec, f"{tmp_path}/out/s@1", "--input_seeds", seeds_path)
     records = read_records(f"{tmp_path}/out/s-*")
     specs = encode_specs(load_graph(schema).schema)
     decoded = [decode_subgraph(r, specs) for r in records]
@@ -113,29 +114,31 @@ def test_input_seeds_duplicates_give_one_subgraph_each(mag, tmp_path):
     assert sorted(s.seed_id for s in decoded) == [b"p3", b"p3", b"p3", b"p7"]
     for s in decoded:
         assert s.node_sets["paper"].ids[0] == s.seed_id
-    expected = oracle_records(schema, spec, input_seeds=str(tmp_path / "seeds.csv"))
+    expected = oracle_records(schema, spec, input_seeds=seeds_path)
     assert sorted(records) == sorted(expected)
 
 
 @pytest.mark.parametrize("placement", ["worker", "sharded"])
 def test_edges_with_a_missing_endpoint_are_dropped_the_same_way(tmp_path, placement):
-    (tmp_path / "graph_schema.pbtxt").write_text(
+    graph = tmp_path / "graph"  # the output goes beside the input folder, not inside
+    graph.mkdir()
+    (graph / "graph_schema.pbtxt").write_text(
         'node_sets { key: "n" value { features { key: "x" value { dtype: DT_INT64 } }'
         ' metadata { filename: "n.csv" } } }\n'
         'edge_sets { key: "e" value { source: "n" target: "n" metadata { filename: "e.csv" } } }\n'
     )
-    (tmp_path / "n.csv").write_text("#id,x\na,1\nb,2\nc,3\n")
+    (graph / "n.csv").write_text("#id,x\na,1\nb,2\nc,3\n")
     # The ghosts are in no node table: its edges must not take a sample slot from real ones.
     ghosts = "".join(f"{n},ghost{i}\n" for n in "abc" for i in range(4))
-    (tmp_path / "e.csv").write_text("#source,#target\na,b\nghost0,c\nb,c\nc,a\n" + ghosts)
-    (tmp_path / "spec.pbtxt").write_text(
+    (graph / "e.csv").write_text("#source,#target\na,b\nghost0,c\nb,c\nc,a\n" + ghosts)
+    (graph / "spec.pbtxt").write_text(
         'seed_op { op_name: "s" node_set_name: "n" }\n'
         'sampling_ops { op_name: "h1" input_op_names: "s" edge_set_name: "e" sample_size: 1'
         " strategy: RANDOM_UNIFORM }\n"
         'sampling_ops { op_name: "h2" input_op_names: "h1" edge_set_name: "e" sample_size: 1'
         " strategy: RANDOM_UNIFORM }\n"
     )
-    schema, spec = str(tmp_path / "graph_schema.pbtxt"), str(tmp_path / "spec.pbtxt")
+    schema, spec = str(graph / "graph_schema.pbtxt"), str(graph / "spec.pbtxt")
     got = read_records(run_and_glob(schema, spec, tmp_path / "out", "--graph_placement", placement))
     assert sorted(got) == sorted(oracle_records(schema, spec))
     specs = encode_specs(load_graph(schema).schema)

@@ -92,11 +92,16 @@ def test_stage_label_and_summary_lines():
         "output_edges/cites": 6,
         "seeds_not_in_node_set": 2,
         "nodes_not_in_node_set/author": 1,
+        "bad_records/paper": 5,
+        "self_loops/cites": 7,
         "sampled_edges/x": 9,
     }
     lines = summary_lines(counters, {"Sample/Assemble": 2.5, "Write": 0.01})
     assert lines[0] == "nodes per subgraph (mean): paper 2.5"
     assert lines[1] == "nodes in total: paper 10"
     assert lines[2] == "edges per subgraph (mean): cites 1.5"
-    assert "bad records: 3 (nodes_not_in_node_set/author 1, seeds_not_in_node_set 2)" in lines
+    assert (
+        "bad records: 8 (bad_records/paper 5, nodes_not_in_node_set/author 1,"
+        " seeds_not_in_node_set 2)"
+    ) in lines
     assert lines[-1] == "time per stage (runner-reported): Sample/Assemble 2.5s"

@@ -284,3 +284,25 @@ def test_partition_stats_notices_a_map_mismatch_and_bad_folders(tmp_path, capsys
     empty.mkdir()
     assert stats.main(["--partition", str(empty)]) == 2
     assert "no DGL partition configs" in capsys.readouterr().err
+
+
+def test_partition_stats_agree_with_the_partition_stage(tmp_path, capsys):
+    """On the partition stage's real output: totals from the JSON, its own edge cut."""
+    from tests.partition_helpers import run_partition
+
+    graph = synthetic.generate_mag(150, seed=3, all_node_features=True)
+    schema = synthetic.write_graph(graph, str(tmp_path / "g"))
+    run_partition(schema, str(tmp_path / "parts"), "--num_parts", "3", "--part_method", "random")
+    capsys.readouterr()
+    assert stats.main(["--partition", str(tmp_path / "parts")]) == 0
+    report = json.loads((tmp_path / "parts" / "stats" / "partition_stats.json").read_text())
+    meta = json.loads((tmp_path / "parts" / "g.json").read_text())
+    theirs = json.loads((tmp_path / "parts" / "partition_report.json").read_text())
+    assert report["matches_json_maps"] is True
+    assert report["num_parts"] == 3
+    assert report["num_nodes"] == meta["num_nodes"] == theirs["num_nodes"]
+    assert report["num_edges"] == meta["num_edges"] == theirs["num_edges"]
+    assert report["cut_edges"] == theirs["cut_edges"]
+    assert report["edge_cut"] == pytest.approx(theirs["edge_cut"], abs=1e-6)
+    assert 0 < report["halo_fraction"] < 1
+    assert_png(tmp_path / "parts" / "stats" / "partition_stats.png", 1000, 450)

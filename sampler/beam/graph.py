@@ -11,73 +11,132 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import graph_io, keys
-from sampler.adjacency import build_adjacency, build_node_table
+from sampler.adjacency import build_adjacency, build_node_table, edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch, _bytes_array
 from sampler.io import readers
 from sampler.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
 NAMESPACE = "sampler"
+BAD_RECORDS = "bad_records"  # tag of the dead-letter output of the reading DoFns
+
+
+class _ReadTable(beam.DoFn):
+    """Base of the DoFns that read table files: bad rows become dead-letter JSON lines.
+
+    Each bad row (readers.BadRecord) goes to the `bad_records` output as one JSON line
+    {"set", "file", "row", "line", "unit", "reason"} and increments the counter
+    `bad_records/<set>`; good rows count in `rows_read/<set>`. A bundle that alone sees more
+    than `max_bad_records` bad rows fails at once (the driver checks the total after the run).
+    """
+
+    def __init__(self, name: str, max_bad_records: int):
+        self._name = name
+        self._max_bad = max_bad_records
+        self._bad_count = Metrics.counter(NAMESPACE, f"bad_records/{name}")
+        self._rows_read = Metrics.counter(NAMESPACE, f"rows_read/{name}")
+        self._pending: list = []
+        self._seen: list[str] = []
+        self._bundle_bad = 0
+
+    def start_bundle(self):
+        self._pending, self._seen, self._bundle_bad = [], [], 0
+
+    def _flush(self):
+        """TaggedOutputs of the bad rows reported since the last call; fails past the limit."""
+        pending, self._pending = self._pending, []
+        for bad in pending:
+            self._bad_count.inc()
+            self._bundle_bad += 1
+            if len(self._seen) < 3:
+                self._seen.append(bad.message())
+            yield beam.pvalue.TaggedOutput(BAD_RECORDS, bad.to_json(set=self._name))
+        if self._bundle_bad > self._max_bad:
+            raise readers.too_many_bad_records(self._bundle_bad, self._max_bad, self._seen)
 
 
 class ReadNodeSet(beam.PTransform):
-    """Reads one node set's table into NodeBatches."""
+    """Reads one node set's table into NodeBatches; `bad_records` holds its dead letters."""
 
-    def __init__(self, info: NodeSetInfo):
+    def __init__(self, info: NodeSetInfo, max_bad_records: int = 0):
         super().__init__()
         self._info = info
+        self._max_bad = max_bad_records
         self._files = graph_io.table_files(info.filename)
+        self.bad_records = None  # set by expand: JSON lines of the bad rows
 
-    class _ReadFile(beam.DoFn):
-        def __init__(self, info: NodeSetInfo):
+    class _ReadFile(_ReadTable):
+        def __init__(self, info: NodeSetInfo, max_bad_records: int):
+            super().__init__(info.name, max_bad_records)
             self._info = info
             self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
 
         def process(self, path_fmt):
-            for batch in graph_io.read_node_file(*path_fmt, self._info):
+            for batch in graph_io.read_node_file(*path_fmt, self._info, self._pending.append):
                 self._rows.update(len(batch))
+                self._rows_read.inc(len(batch))
                 yield batch
+                yield from self._flush()
+            yield from self._flush()
 
     def expand(self, pbegin):
-        return (
+        read = (
             pbegin
             | "Files" >> beam.Create(self._files)
             | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(self._ReadFile(self._info))
+            | "Read"
+            >> beam.ParDo(self._ReadFile(self._info, self._max_bad)).with_outputs(
+                BAD_RECORDS, main="nodes"
+            )
         )
+        self.bad_records = read[BAD_RECORDS]
+        return read.nodes
 
 
 class ReadEdgeSet(beam.PTransform):
     """Reads one edge set's table: EdgeBatches, plus tagged ids of latent endpoint sets."""
 
-    def __init__(self, graph: GraphInfo, info: EdgeSetInfo):
+    def __init__(self, graph: GraphInfo, info: EdgeSetInfo, max_bad_records: int = 0):
         super().__init__()
         self._info = info
+        self._max_bad = max_bad_records
         self._ends = graph_io.latent_ends(graph, info)
         self._files = graph_io.table_files(info.filename)
+        self.bad_records = None  # set by expand: JSON lines of the bad rows
 
-    class _ReadFile(beam.DoFn):
-        def __init__(self, info: EdgeSetInfo, ends: dict[str, str]):
+    class _ReadFile(_ReadTable):
+        def __init__(self, info: EdgeSetInfo, ends: dict[str, str], max_bad_records: int):
+            super().__init__(info.name, max_bad_records)
             self._info = info
             self._ends = ends
             self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
 
         def process(self, path_fmt):
-            for batch, end_ids in graph_io.read_edge_file(*path_fmt, self._info, tuple(self._ends)):
+            read = graph_io.read_edge_file(
+                *path_fmt, self._info, tuple(self._ends), self._pending.append
+            )
+            for batch, end_ids in read:
                 self._rows.update(len(batch))
+                self._rows_read.inc(len(batch))
                 yield batch
                 for column, rows in end_ids.items():
                     yield beam.pvalue.TaggedOutput(self._ends[column], rows)
+                yield from self._flush()
+            yield from self._flush()
 
     def expand(self, pbegin):
         tags = sorted(set(self._ends.values()))
-        return (
+        read = (
             pbegin
             | "Files" >> beam.Create(self._files)
             | "Spread" >> beam.Reshuffle()
             | "Read"
-            >> beam.ParDo(self._ReadFile(self._info, self._ends)).with_outputs(*tags, main="edges")
+            >> beam.ParDo(self._ReadFile(self._info, self._ends, self._max_bad)).with_outputs(
+                *tags, BAD_RECORDS, main="edges"
+            )
         )
+        self.bad_records = read[BAD_RECORDS]
+        return read
 
 
 class _SplitByShard(beam.DoFn):
@@ -124,23 +183,36 @@ class BuildNodeTables(beam.PTransform):
 class BuildAdjacency(beam.PTransform):
     """EdgeBatches -> (shard, Adjacency) keyed by the shard of the source node."""
 
-    def __init__(self, info: EdgeSetInfo, num_shards: int, plan: SamplingPlan):
+    def __init__(
+        self, info: EdgeSetInfo, num_shards: int, plan: SamplingPlan, count_shapes: bool = True
+    ):
         super().__init__()
         self._info = info
         self._num_shards = num_shards
         self._weight = WEIGHT_FEATURE if info.name in plan.weighted_edge_sets() else None
+        self._count_shapes = count_shapes
 
     class _Build(beam.DoFn):
-        def __init__(self, info: EdgeSetInfo, weight: str | None):
+        """Counts self-loops and parallel edges (`count_shapes`: when the edges are final)."""
+
+        def __init__(self, info: EdgeSetInfo, weight: str | None, count_shapes: bool):
             self._info = info
             self._weight = weight
+            self._count_shapes = count_shapes
             self._edges = Metrics.distribution(NAMESPACE, f"adjacency_shard_edges/{info.name}")
+            self._loops = Metrics.counter(NAMESPACE, f"self_loops/{info.name}")
+            self._parallel = Metrics.counter(NAMESPACE, f"parallel_edges/{info.name}")
 
         def process(self, shard_parts):
             shard, parts = shard_parts
-            adjacency = build_adjacency(
-                EdgeBatch.concat(list(parts), self._info.features), self._weight
-            )
+            edges = EdgeBatch.concat(list(parts), self._info.features)
+            # All out-edges of a source are in its shard, so parallel edges meet here.
+            if self._count_shapes:
+                same_set = self._info.source == self._info.target
+                loops, parallel = edge_shape_counts(edges.src, edges.dst, same_set)
+                self._loops.inc(loops)
+                self._parallel.inc(parallel)
+            adjacency = build_adjacency(edges, self._weight)
             self._edges.update(adjacency.num_edges)
             yield shard, adjacency
 
@@ -149,7 +221,7 @@ class BuildAdjacency(beam.PTransform):
             batches
             | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, "src"))
             | "Group" >> beam.GroupByKey()
-            | "Build" >> beam.ParDo(self._Build(self._info, self._weight))
+            | "Build" >> beam.ParDo(self._Build(self._info, self._weight, self._count_shapes))
         )
 
 
@@ -202,22 +274,36 @@ class ReadGraph(beam.PTransform):
     (and counted) before the adjacency is built.
     """
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan, num_shards: int, drop_dangling: bool):
+    def __init__(
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        num_shards: int,
+        drop_dangling: bool,
+        max_bad_records: int = 0,
+    ):
         super().__init__()
         self._graph = graph
         self._plan = plan
         self._num_shards = num_shards
         self._drop_dangling = drop_dangling
+        self._max_bad = max_bad_records
+        self.bad_records = None  # set by expand: the dead-letter lines of every table
 
     def expand(self, pbegin):
         graph, shards = self._graph, self._num_shards
         node_batches = {name: [] for name in graph.node_sets}
+        bad = []
         for name, info in graph.node_sets.items():
             if info.filename:
-                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info))
+                reader = ReadNodeSet(info, self._max_bad)
+                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> reader)
+                bad.append(reader.bad_records)
         edges = {}
         for name, info in graph.edge_sets.items():
-            read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info)
+            reader = ReadEdgeSet(graph, info, self._max_bad)
+            read = pbegin | f"ReadEdges/{name}" >> reader
+            bad.append(reader.bad_records)
             for node_set in sorted(set(graph_io.latent_ends(graph, info).values())):
                 node_batches[node_set].append(read[node_set])
             edges[name] = read.edges
@@ -243,28 +329,44 @@ class ReadGraph(beam.PTransform):
                     edges[name],
                     tables[info.target],
                 ) | f"KnownTargets/{name}" >> DropDanglingEdges(info, "dst", shards)
+            # Without drop_dangling the edges are final only once the worker drops them
+            # (sampler.beam.sample.SampleOnWorkers counts them there).
             adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
-                info, shards, self._plan
+                info, shards, self._plan, count_shapes=self._drop_dangling
             )
+        self.bad_records = bad | "BadRecords" >> beam.Flatten()
         return tables, adjacency
 
 
 class ReadSeedIds(beam.PTransform):
-    """A seed table's `#id` column as object arrays of bytes (duplicates kept)."""
+    """A seed table's `#id` column as object arrays of bytes (duplicates kept).
 
-    def __init__(self, pattern: str):
+    Bad rows of the seed table are dead letters of the set `seeds` (`bad_records`).
+    """
+
+    def __init__(self, pattern: str, max_bad_records: int = 0):
         super().__init__()
         self._files = graph_io.table_files(pattern)
+        self._max_bad = max_bad_records
+        self.bad_records = None  # set by expand
 
-    class _ReadFile(beam.DoFn):
+    class _ReadFile(_ReadTable):
         def process(self, path_fmt):
-            for column in readers.read_ids(*path_fmt):
+            for column in readers.read_ids(*path_fmt, on_bad=self._pending.append):
+                self._rows_read.inc(len(column))
                 yield _bytes_array(column.to_pylist())
+                yield from self._flush()
+            yield from self._flush()
 
     def expand(self, pbegin):
-        return (
+        read = (
             pbegin
             | "Files" >> beam.Create(self._files)
             | "Spread" >> beam.Reshuffle()
-            | "Read" >> beam.ParDo(self._ReadFile())
+            | "Read"
+            >> beam.ParDo(self._ReadFile("seeds", self._max_bad)).with_outputs(
+                BAD_RECORDS, main="ids"
+            )
         )
+        self.bad_records = read[BAD_RECORDS]
+        return read.ids

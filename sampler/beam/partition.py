@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 
 from sampler import ids
+from sampler.adjacency import edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam.graph import ReadEdgeSet, ReadNodeSet
-from sampler.errors import UserError
 from sampler.graph_io import latent_ends
 from sampler.io.files import create_file
 from sampler.partition import assign, layout
@@ -135,11 +135,15 @@ class ReadPartitionGraph(beam.PTransform):
     set, and the singleton [T, S + 1] table of the first original id of every node shard.
     """
 
-    def __init__(self, graph: GraphInfo, types: GraphTypes, num_shards: int):
+    def __init__(
+        self, graph: GraphInfo, types: GraphTypes, num_shards: int, max_bad_records: int = 0
+    ):
         super().__init__()
         self._graph = graph
         self._types = types
         self._shards = num_shards
+        self._max_bad = max_bad_records
+        self.bad_records = None  # set by expand: dead-letter lines of every table
 
     class _SplitNodes(beam.DoFn):
         def __init__(self, ntype: int, num_shards: int):
@@ -152,14 +156,23 @@ class ReadPartitionGraph(beam.PTransform):
                 yield (self._ntype, int(s)), batch.take(np.flatnonzero(shards == s))
 
     class _BuildShard(beam.DoFn):
-        def __init__(self, types: GraphTypes):
+        """Duplicate ids of node sets with a table are counted (latent ids repeat by design)."""
+
+        def __init__(self, types: GraphTypes, tabled: set[str]):
             self._types = types
+            self._tabled = tabled
+            self._duplicates = {
+                name: Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}") for name in tabled
+            }
 
         def process(self, keyed):
             (t, s), parts = keyed
             name = self._types.ntypes[t]
             parts = sorted(parts, key=lambda b: (len(b), int(b.fp[0]) if len(b) else 0))
-            yield build_node_shard(t, s, parts, self._types.node_features[name], name)
+            shard = build_node_shard(t, s, parts, self._types.node_features[name], name)
+            if name in self._tabled:
+                self._duplicates[name].inc(sum(len(b) for b in parts) - len(shard))
+            yield shard
 
     class _SetStart(beam.DoFn):
         def process(self, shard: NodeShard, starts):
@@ -186,6 +199,7 @@ class ReadPartitionGraph(beam.PTransform):
         def __init__(self, types: GraphTypes, num_shards: int):
             self._types = types
             self._shards = num_shards
+            self._dropped = {}
 
         def process(self, keyed):
             (t, s), groups = keyed
@@ -195,7 +209,10 @@ class ReadPartitionGraph(beam.PTransform):
                     dst, found = index[0].lookup(batch.dst)
                 else:
                     dst, found = np.zeros(len(batch), np.int64), np.zeros(len(batch), bool)
-                _check_found(found, self._types, etype, "target")
+                if not found.all():
+                    _count_dropped(self._dropped, self._types, etype, int((~found).sum()))
+                    keep = np.flatnonzero(found)
+                    batch, dst = batch.take(keep), dst[keep]
                 src_type = self._types.ntype_id(self._types.etypes[etype][0])
                 src_shards = range_shard(batch.src, self._shards)
                 for src_shard in np.unique(src_shards):
@@ -207,10 +224,16 @@ class ReadPartitionGraph(beam.PTransform):
                     )
 
     class _ResolveSources(beam.DoFn):
-        """Source fingerprints -> original ids; one EdgeShard per edge type, ranked."""
+        """Source fingerprints -> original ids; one EdgeShard per edge type, ranked.
+
+        Self-loops and parallel edges are kept and counted (all out-edges of a source meet
+        here).
+        """
 
         def __init__(self, types: GraphTypes):
             self._types = types
+            self._dropped = {}
+            self._shape = {}
 
         def process(self, keyed):
             (_, s), groups = keyed
@@ -224,17 +247,28 @@ class ReadPartitionGraph(beam.PTransform):
                     src, found = index[0].lookup(src_fp)
                 else:
                     src, found = np.zeros(len(src_fp), np.int64), np.zeros(len(src_fp), bool)
-                _check_found(found, self._types, etype, "source")
                 names = self._types.edge_features[self._types.etypes[etype][1]]
                 feats = {k: np.concatenate([p[3][k] for p in pieces]) for k in names}
-                yield rank_edges(
-                    etype,
-                    s,
-                    src,
-                    np.concatenate([p[1] for p in pieces]),
-                    np.concatenate([p[2] for p in pieces]),
-                    feats,
-                )
+                dst = np.concatenate([p[1] for p in pieces])
+                dst_shard = np.concatenate([p[2] for p in pieces])
+                if not found.all():
+                    _count_dropped(self._dropped, self._types, etype, int((~found).sum()))
+                    keep = np.flatnonzero(found)
+                    src, dst, dst_shard = src[keep], dst[keep], dst_shard[keep]
+                    feats = {k: v[keep] for k, v in feats.items()}
+                    if not len(keep):  # a shard with no nodes of this type has no edges
+                        continue
+                src_set, name, dst_set = self._types.etypes[etype]
+                for kind, count in zip(
+                    ("self_loops", "parallel_edges"),
+                    edge_shape_counts(src, dst, src_set == dst_set),
+                    strict=True,
+                ):
+                    key = f"{kind}/{name}"
+                    if key not in self._shape:
+                        self._shape[key] = Metrics.counter(NAMESPACE, key)
+                    self._shape[key].inc(count)
+                yield rank_edges(etype, s, src, dst, dst_shard, feats)
 
     class _SetEdgeStart(beam.DoFn):
         def process(self, shard: EdgeShard, starts):
@@ -245,13 +279,18 @@ class ReadPartitionGraph(beam.PTransform):
         graph, types, shards = self._graph, self._types, self._shards
         node_batches = {name: [] for name in types.ntypes}
         edge_batches = []
+        bad = []
         for name in types.ntypes:
             info = graph.node_sets[name]
             if info.filename:
-                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info))
+                reader = ReadNodeSet(info, self._max_bad)
+                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> reader)
+                bad.append(reader.bad_records)
         for etype, (_, name, dst_name) in enumerate(types.etypes):
             info = graph.edge_sets[name]
-            read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info)
+            reader = ReadEdgeSet(graph, info, self._max_bad)
+            read = pbegin | f"ReadEdges/{name}" >> reader
+            bad.append(reader.bad_records)
             for node_set in sorted(set(latent_ends(graph, info).values())):
                 node_batches[node_set].append(read[node_set])
             edge_batches.append(
@@ -272,7 +311,10 @@ class ReadPartitionGraph(beam.PTransform):
             split
             | "FlattenNodes" >> beam.Flatten()
             | "GroupNodes" >> beam.GroupByKey()
-            | "BuildNodeShards" >> beam.ParDo(self._BuildShard(types))
+            | "BuildNodeShards"
+            >> beam.ParDo(
+                self._BuildShard(types, {n for n in types.ntypes if graph.node_sets[n].filename})
+            )
         )
         starts = (
             unnumbered
@@ -303,17 +345,16 @@ class ReadPartitionGraph(beam.PTransform):
         edges = unnumbered_edges | "NumberEdges" >> beam.ParDo(
             self._SetEdgeStart(), beam.pvalue.AsSingleton(edge_starts)
         )
+        self.bad_records = bad | "BadRecords" >> beam.Flatten()
         return nodes, edges, starts
 
 
-def _check_found(found: np.ndarray, types: GraphTypes, etype: int, end: str) -> None:
-    if not np.all(found):
-        src, rel, dst = types.etypes[etype]
-        node_set = src if end == "source" else dst
-        raise UserError(
-            f"edge set '{rel}': {int((~found).sum())} edges have a {end} id missing from "
-            f"node set '{node_set}' (its table must list every endpoint)"
-        )
+def _count_dropped(counters: dict, types: GraphTypes, etype: int, count: int) -> None:
+    """Edges whose source or target id is not in its node set are dropped and counted."""
+    name = types.etypes[etype][1]
+    if name not in counters:
+        counters[name] = Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}")
+    counters[name].inc(count)
 
 
 # --------------------------------------------------------------------------- node facts
@@ -1046,18 +1087,22 @@ class WritePartitions(beam.PTransform):
 class PartitionGraph(beam.PTransform):
     """The whole stage: read, classes, parts by --part_method, write the DGL folder."""
 
-    def __init__(self, graph: GraphInfo, config: PartitionConfig, output_dir: str):
+    def __init__(
+        self, graph: GraphInfo, config: PartitionConfig, output_dir: str, max_bad_records: int = 0
+    ):
         super().__init__()
         self._graph = graph
         self._config = config
         self._types = GraphTypes.from_graph(graph)
         self._out = output_dir
+        self._max_bad = max_bad_records
+        self.bad_records = None  # set by expand: dead-letter lines of every table
 
     def expand(self, pbegin):
         config, types = self._config, self._types
-        nodes, edges, starts = pbegin | "Read" >> ReadPartitionGraph(
-            self._graph, types, config.num_shards
-        )
+        read = ReadPartitionGraph(self._graph, types, config.num_shards, self._max_bad)
+        nodes, edges, starts = pbegin | "Read" >> read
+        self.bad_records = read.bad_records
         info, class_table = (nodes, edges, starts) | "Classes" >> NodeClasses(
             types, config.balance_ntypes, config.num_shards
         )

@@ -20,18 +20,41 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from sampler import ids, keys
-from sampler.adjacency import make_seeds, merge_adjacency, merge_node_tables
+from sampler.adjacency import edge_shape_counts, make_seeds, merge_adjacency, merge_node_tables
 from sampler.assemble import assemble, lookup_rows
 from sampler.batches import SampleNodes, Seeds
 from sampler.dense import densify
 from sampler.encode import encode_specs, encode_subgraph
 from sampler.inmemory import sample_in_memory
 from sampler.plan import NODE, Op, SamplingPlan
-from sampler.sampling import all_out_edges, sample_frontier
+from sampler.sampling import _expand_ranges, all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
 
 NAMESPACE = "sampler"
 SEEDS, NODES, EDGES = "seeds", "nodes", "edges"
+
+
+class _SizeCounters:
+    """Beam counters `output_nodes/<set>` and `output_edges/<set>`, plus kernel counters."""
+
+    def __init__(self):
+        self._sums = collections.Counter()
+        self._counters = {}
+
+    def add(self, subgraph) -> None:
+        for name, rows in subgraph.node_sets.items():
+            self._sums[f"output_nodes/{name}"] += len(rows.ids)
+        for name, rows in subgraph.edge_sets.items():
+            self._sums[f"output_edges/{name}"] += len(rows.source)
+
+    def flush(self, other: collections.Counter) -> None:
+        """Adds the sums, and `other` (the kernel's counters), to Beam's counters."""
+        self._sums.update(other)
+        for name, value in self._sums.items():
+            if name not in self._counters:
+                self._counters[name] = Metrics.counter(NAMESPACE, name)
+            self._counters[name].inc(value)
+        self._sums = collections.Counter()
 
 
 def _one(values, what: str):
@@ -69,8 +92,12 @@ class SeedsFromNodeTable(beam.PTransform):
     """Every node of the seed set once: (shard, Seeds)."""
 
     class _Make(beam.DoFn):
+        def __init__(self):
+            self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
+
         def process(self, shard_table):
             shard, table = shard_table
+            self._seeds_in.inc(len(table.rows.ids))
             yield shard, make_seeds(table.rows.ids)
 
     def expand(self, tables):
@@ -93,9 +120,14 @@ class SeedsFromIds(beam.PTransform):
                 yield shard, seed_ids[index]
 
     class _Make(beam.DoFn):
+        def __init__(self):
+            self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
+
         def process(self, shard_parts):
             shard, parts = shard_parts
-            yield shard, make_seeds(np.concatenate(list(parts)))
+            seeds = make_seeds(np.concatenate(list(parts)))
+            self._seeds_in.inc(len(seeds))
+            yield shard, seeds
 
     def expand(self, seed_ids):
         return (
@@ -221,15 +253,10 @@ class AssembleExamples(beam.PTransform):
             self._plan = plan
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
-            self._counters = {}
+            self._sizes = _SizeCounters()
 
         def setup(self):
             self._specs = encode_specs(self._graph.schema)
-
-        def _inc(self, name: str, value: int):
-            if name not in self._counters:
-                self._counters[name] = Metrics.counter(NAMESPACE, name)
-            self._counters[name].inc(value)
 
         def process(self, bucket_pieces):
             _, pieces = bucket_pieces
@@ -240,9 +267,9 @@ class AssembleExamples(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
             for subgraph in assemble(self._graph, self._plan, seeds, nodes, edges, counters):
+                self._sizes.add(subgraph)
                 yield encode_subgraph(subgraph, self._specs)
-            for name, value in counters.items():
-                self._inc(name, value)
+            self._sizes.flush(counters)
 
     def expand(self, pieces):
         return (
@@ -372,7 +399,7 @@ class SampleOnWorkers(beam.PTransform):
             self._tag = tag
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
-            self._counters = {}
+            self._sizes = _SizeCounters()
 
         def setup(self):
             self._specs = encode_specs(self._graph.schema)
@@ -397,11 +424,35 @@ class SampleOnWorkers(beam.PTransform):
                 counters,
                 self._chunk_size,
             ):
+                self._sizes.add(subgraph)
                 yield encode_subgraph(subgraph, self._specs)
-            for name, value in counters.items():
-                if name not in self._counters:
-                    self._counters[name] = Metrics.counter(NAMESPACE, name)
-                self._counters[name].inc(value)
+            self._sizes.flush(counters)
+
+    class _GraphFacts(beam.DoFn):
+        """Once per run: edges with a missing end (dropped), self-loops and parallel edges."""
+
+        def __init__(self, graph: GraphInfo, handle, tag: str):
+            self._graph = graph
+            self._handle = handle
+            self._tag = tag
+
+        def process(self, _, *side):
+            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
+            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
+            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
+            loaded = self._handle.acquire(
+                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
+            )
+            for name, count in loaded.memory.dropped_edges.items():
+                Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(count)
+            for name, info in self._graph.edge_sets.items():
+                adj = loaded.memory.adjacency[name]
+                src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+                dst = adj.targets[_expand_ranges(adj.starts, adj.degrees)[1]]
+                loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+                Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
+                Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
+            return []
 
     def expand(self, inputs):
         seeds, tables, adjacency = inputs
@@ -414,8 +465,12 @@ class SampleOnWorkers(beam.PTransform):
             beam.pvalue.AsIter(tables[name] | f"TableValues/{name}" >> beam.Values())
             for name in graph.node_sets
         ]
-        fn = self._SampleBucket(
-            graph, self._plan, self._seed, self._chunk_size, shared.Shared(), uuid.uuid4().hex
+        handle, tag = shared.Shared(), uuid.uuid4().hex
+        fn = self._SampleBucket(graph, self._plan, self._seed, self._chunk_size, handle, tag)
+        _ = (
+            seeds.pipeline
+            | "Once" >> beam.Create([None])
+            | "GraphFacts" >> beam.ParDo(self._GraphFacts(graph, handle, tag), *side)
         )
         return (
             seeds

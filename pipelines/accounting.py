@@ -1,0 +1,278 @@
+"""What every run accounts for: its output files, its dead letters and `run_summary.json`.
+
+* `output_files` / `check_output`: the files a run writes, checked before the pipeline
+  starts. An output inside an input folder, or existing output without `--overwrite`, is a
+  one-line UserError. With `--overwrite` the old files of the run's patterns are deleted
+  first, so old and new shards never mix.
+* `write_bad_records`: the dead-letter output, `<output dir>/bad_records-SSSSS-of-NNNNN.jsonl`,
+  one JSON line per bad input row (only written when there is one).
+* `check_bad_records`: after the run, more than `--max_bad_records` bad rows in total is a
+  one-line UserError quoting the first few.
+* `write_run_summary`: `<output dir>/run_summary.json`, written last. Its presence marks a
+  complete run (as does `schema.pbtxt` for samples): a failed run never writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from sampler.errors import UserError
+from sampler.io.files import has_scheme
+
+SUMMARY_NAME = "run_summary.json"
+BAD_RECORDS_PREFIX = "bad_records"
+BAD_RECORDS_GLOB = f"{BAD_RECORDS_PREFIX}-*.jsonl"
+
+
+def _join(folder: str, name: str) -> str:
+    return FileSystems.join(folder, name) if folder else name
+
+
+def _match(pattern: str) -> list[str]:
+    try:
+        found = FileSystems.match([pattern])[0].metadata_list
+    except Exception:  # noqa: BLE001 - Beam raises BeamIOError and friends when nothing matches
+        return []
+    return sorted(m.path for m in found)
+
+
+def _canonical(path: str) -> str:
+    if has_scheme(path):
+        return path.rstrip("/")
+    return os.path.realpath(os.path.abspath(path or "."))
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = _canonical(path), _canonical(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def input_folders(graph, *extra_inputs: str | None) -> list[str]:
+    """The folders holding the input tables (not the schema's own folder, unless tables are)."""
+    patterns = [info.filename for info in graph.node_sets.values() if info.filename]
+    patterns += [info.filename for info in graph.edge_sets.values()]
+    patterns += [p for p in extra_inputs if p]
+    return sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in patterns})
+
+
+def check_output(
+    output_dir: str,
+    patterns: list[str],
+    inputs: list[str],
+    overwrite: bool,
+    flag: str,
+    dedicated: bool = False,
+) -> None:
+    """Before the pipeline starts: the output is not an input folder, nor holds an old run.
+
+    `patterns` are globs of every file the run writes (inside `output_dir`). With `dedicated`
+    (a folder only this run writes, e.g. a partition folder), any content counts as existing
+    output. With `overwrite`, the files matching `patterns` are deleted.
+    """
+    for folder in inputs:
+        if _inside(output_dir, folder):
+            raise UserError(
+                f"{flag} {output_dir}: the output is inside the input folder {folder}; "
+                "write it somewhere else"
+            )
+    existing = [path for pattern in patterns for path in _match(pattern)]
+    if dedicated and not existing and not has_scheme(output_dir) and os.path.isdir(output_dir):
+        existing = sorted(os.listdir(output_dir))
+    if not existing:
+        return
+    if not overwrite:
+        raise UserError(
+            f"{flag} {output_dir}: the output exists already ({existing[0]}, "
+            f"{len(existing)} files); pass --overwrite to replace it"
+        )
+    old = [path for pattern in patterns for path in _match(pattern)]
+    if old:
+        FileSystems.delete(old)
+
+
+def write_bad_records(bad_records, output_dir: str) -> None:
+    """Writes the dead-letter JSON lines (if any) to `<output_dir>/bad_records-*.jsonl`."""
+    _ = bad_records | "WriteBadRecords" >> beam.io.WriteToText(
+        _join(output_dir, BAD_RECORDS_PREFIX),
+        file_name_suffix=".jsonl",
+        num_shards=1,
+        skip_if_empty=True,
+    )
+
+
+def first_bad_records(output_dir: str, count: int = 3) -> list[str]:
+    """'file: row N (line L): reason' of the first dead letters written to `output_dir`."""
+    out = []
+    for path in _match(_join(output_dir, BAD_RECORDS_GLOB)):
+        with FileSystems.open(path) as f:
+            for raw in f.read().decode("utf-8").splitlines():
+                bad = json.loads(raw)
+                line = f" (line {bad['line']})" if bad.get("line") is not None else ""
+                out.append(f"{bad['file']}: {bad['unit']} {bad['row']}{line}: {bad['reason']}")
+                if len(out) >= count:
+                    return out
+    return out
+
+
+def bad_record_total(counters: dict[str, int]) -> int:
+    return sum(v for k, v in counters.items() if k.startswith("bad_records/"))
+
+
+def check_bad_records(counters: dict[str, int], limit: int, output_dir: str) -> None:
+    """UserError when the run saw more than `limit` bad input rows in total."""
+    from sampler.io.readers import too_many_bad_records
+
+    total = bad_record_total(counters)
+    if total > limit:
+        where = _join(output_dir, BAD_RECORDS_GLOB)
+        raise too_many_bad_records(total, limit, first_bad_records(output_dir), where)
+
+
+def summary(argv, args, counters: dict[str, int], seconds: float, **sections) -> dict:
+    """The common part of run_summary.json; `sections` are added as they are."""
+    return {
+        "command": [os.path.basename(sys.argv[0]) or "python", *argv],
+        "flags": {k: v for k, v in sorted(vars(args).items())},
+        "wall_seconds": round(seconds, 3),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "bad_records": bad_record_total(counters),
+        **sections,
+        "counters": dict(sorted(counters.items())),
+    }
+
+
+def write_run_summary(output_dir: str, data: dict) -> str:
+    """Writes `<output_dir>/run_summary.json` (last: its presence marks a complete run)."""
+    path = _join(output_dir, SUMMARY_NAME)
+    with FileSystems.create(path) as f:
+        f.write((json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode())
+    return path
+
+
+def sample_accounting(counters: dict[str, int]) -> dict:
+    """Seeds in = subgraphs out + seeds rejected (by reason)."""
+    rejected = {
+        "not_in_seed_node_set": counters.get("seeds_not_in_node_set", 0),
+    }
+    seeds_in = counters.get("seeds_in", 0)
+    subgraphs = counters.get("subgraphs", 0)
+    return {
+        "seeds_in": seeds_in,
+        "subgraphs_out": subgraphs,
+        "seeds_rejected": {"total": sum(rejected.values()), **rejected},
+        "balanced": seeds_in == subgraphs + sum(rejected.values()),
+    }
+
+
+def beam_counters(result, namespaces=("sampler", "partition")) -> dict[str, int]:
+    """{name: value} of the run's Beam counters in `namespaces` (committed, else attempted)."""
+    out: dict[str, int] = {}
+    for counter in result.metrics().query()["counters"]:
+        if counter.key.metric.namespace in namespaces:
+            name = counter.key.metric.name
+            out[name] = out.get(name, 0) + (counter.committed or counter.attempted or 0)
+    return dict(sorted(out.items()))
+
+
+def partition_accounting(graph, report: dict, counters: dict[str, int]) -> dict:
+    """Every node and edge read is inner in exactly one partition, or rejected with a reason.
+
+    Nodes of a set with a table: rows read = inner + duplicate ids dropped. Nodes of a latent
+    set are the distinct ids at its edge ends (all inner). Edges: rows read = inner (owned by
+    their target's partition) + edges with a missing endpoint dropped.
+    """
+    from sampler.partition.graph import GraphTypes
+
+    types = GraphTypes.from_graph(graph)
+    nodes = {}
+    for name in types.ntypes:
+        inner = int(sum(report["node_balance"][name]["counts"]))
+        entry = {"inner": inner}
+        if graph.node_sets[name].filename:
+            entry["read"] = counters.get(f"rows_read/{name}", 0)
+            entry["rejected"] = {"duplicate_id": counters.get(f"duplicate_node_ids/{name}", 0)}
+            entry["balanced"] = entry["read"] == inner + sum(entry["rejected"].values())
+        else:
+            entry["latent"] = True
+        nodes[name] = entry
+    edges = {}
+    for e, (_, name, _) in enumerate(types.etypes):
+        inner = int(report["edge_cut_per_etype"][types.canonical(e)]["edges"])
+        rejected = {"missing_endpoint": counters.get(f"edges_with_missing_endpoint/{name}", 0)}
+        read = counters.get(f"rows_read/{name}", 0)
+        edges[name] = {
+            "read": read,
+            "inner": inner,
+            "rejected": rejected,
+            "balanced": read == inner + sum(rejected.values()),
+        }
+    return {"nodes": nodes, "edges": edges}
+
+
+# Graph inconsistencies: (counter prefix, what it means, default behaviour). `--strict`
+# names the ones that fail the run instead (after it, before its completion markers).
+GRAPH_CHECKS = {
+    "dangling_edges": ("edges_with_missing_endpoint/", "edges with an endpoint not in its node set", "dropped"),
+    "duplicate_ids": ("duplicate_node_ids/", "duplicate node ids", "first row by content kept"),
+    "missing_seeds": ("seeds_not_in_node_set", "seeds not in the seed node set", "no subgraph"),
+    "self_loops": ("self_loops/", "self-loops", "kept"),
+    "parallel_edges": ("parallel_edges/", "parallel edges", "kept"),
+    "empty_sets": ("", "empty node or edge sets", "allowed"),
+}  # fmt: skip
+
+
+def parse_strict(text: str | None) -> set[str]:
+    """The checks named by --strict ('all' for every one); UserError for an unknown name."""
+    names = {n.strip() for n in (text or "").split(",") if n.strip()}
+    if "all" in names:
+        return set(GRAPH_CHECKS)
+    unknown = sorted(names - set(GRAPH_CHECKS))
+    if unknown:
+        raise UserError(
+            f"--strict {text}: unknown check '{unknown[0]}'; use some of "
+            f"{','.join(GRAPH_CHECKS)} (or all)"
+        )
+    return names
+
+
+def graph_issues(graph, counters: dict[str, int]) -> dict[str, dict[str, int]]:
+    """{check: {set name (or 'seeds'): count}} of the inconsistencies a run met (non-zero)."""
+    issues: dict[str, dict[str, int]] = {}
+    for check, (prefix, _, _) in GRAPH_CHECKS.items():
+        if not prefix:
+            continue
+        found = {
+            (name[len(prefix) :] or "seeds"): value
+            for name, value in counters.items()
+            if value and (name.startswith(prefix) if prefix.endswith("/") else name == prefix)
+        }
+        if found:
+            issues[check] = dict(sorted(found.items()))
+    empty = {
+        name: 0
+        for name, info in [*graph.node_sets.items(), *graph.edge_sets.items()]
+        if info.filename and not counters.get(f"rows_read/{name}", 0)
+    }
+    if empty:
+        issues["empty_sets"] = empty
+    return issues
+
+
+def check_strict(issues: dict[str, dict[str, int]], strict: set[str]) -> None:
+    """UserError naming the first inconsistency that --strict makes fatal."""
+    for check in GRAPH_CHECKS:
+        if check in strict and check in issues:
+            what = GRAPH_CHECKS[check][1]
+            found = ", ".join(
+                f"{name}" if check == "empty_sets" else f"{name} {count:,}"
+                for name, count in issues[check].items()
+            )
+            raise UserError(f"--strict {check}: the input has {what} ({found})")

@@ -1,0 +1,34 @@
+"""The benchmark script still runs end to end (at a tiny size): correctness, not speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_bench_sample_runs_every_system_at_a_tiny_size(tmp_path):
+    out = tmp_path / "bench.json"
+    systems = "ours,ours_node,ours_sharded,inmemory,tfgnn_v1_edge,tfgnn_v2_edge"
+    cmd = [sys.executable, "scripts/bench_sample.py", "--sizes", "40", "--systems", systems,
+           "--work_dir", str(tmp_path / "work"), "--out", str(out), "--timeout", "600"]  # fmt: skip
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=1200)
+    records = {r["system"]: r for r in json.loads(out.read_text())}
+    assert set(records) == set(systems.split(","))
+    for name, record in records.items():
+        assert record["stopped"] is None, (name, record["stopped"])
+        assert record["subgraphs"] == 40, name
+        assert record["seconds"] > 0 and record["peak_rss_bytes"] > 0
+    # Same records on every placement and in memory: the same number of output bytes.
+    sizes = {records[n]["output_bytes"] for n in ("ours", "ours_sharded", "inmemory")}
+    assert len(sizes) == 1
+    table = subprocess.run(
+        [sys.executable, "scripts/bench_sample.py", "--report", "--out", str(out)],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    assert table.count("\n") == len(systems.split(",")) + 1
+    assert "tfgnn_v1_edge" in table and "x time" in table
