@@ -64,9 +64,9 @@ class CountOutput(beam.DoFn):
     sampling DoFns, which know the sizes without parsing the records again.
     """
 
-    def process(self, record: bytes):
-        LOCAL_COUNT.add(1)
-        yield record
+    def process(self, batch):
+        LOCAL_COUNT.add(len(batch[2]))  # (bucket, chunk, [records])
+        yield batch
 
 
 def stage_label(name: str) -> str | None:

@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import os
 import time
+import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -36,6 +37,7 @@ from sampler.beam.sample import (
     SeedsFromIds,
     SeedsFromNodeTable,
 )
+from sampler.beam.write import WriteRecordShards
 from sampler.encode import output_schema
 from sampler.errors import UserError
 from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
@@ -180,6 +182,7 @@ class Construction:
     graph: object
     output_dir: str
     output_samples: str
+    temp_dir: str  # part files of the writer; removed after the run
 
 
 def construct(argv) -> Construction:
@@ -203,13 +206,11 @@ def construct(argv) -> Construction:
     pipeline = beam.Pipeline(
         runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
     )
-    examples = build(pipeline, graph, plan, args)
-    write_kwargs = {"num_shards": num_shards}
-    if template is not None:
-        write_kwargs["shard_name_template"] = template
-    examples = examples | "CountOutput" >> beam.ParDo(CountOutput())
-    _ = examples | "Write" >> beam.io.WriteToTFRecord(prefix, **write_kwargs)
-    return Construction(pipeline, graph, output_dir, args.output_samples)
+    batches = build(pipeline, graph, plan, args)
+    temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
+    _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
+    return Construction(pipeline, graph, output_dir, args.output_samples, temp_dir)
 
 
 def main_body(argv) -> None:
@@ -218,7 +219,9 @@ def main_body(argv) -> None:
     if args.runner == sample_in_memory.IN_MEMORY:
         main_in_memory(args, start)
         return
-    check_output(load_graph(args.graph_schema), args)
+    graph = load_graph(args.graph_schema)  # schema and spec errors come first
+    make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
+    check_output(graph, args)
     job = construct(argv)
     with Progress(parse_args(argv)[0].progress_interval) as progress:
         result = job.pipeline.run()
@@ -226,6 +229,7 @@ def main_body(argv) -> None:
         for line in remote_job_lines(result, job.pipeline.options):
             print(line, flush=True)
         result.wait_until_finish()
+    remove_temp_dir(job.temp_dir)
     counters = counters_of(result)
     accounting.check_bad_records(counters, args.max_bad_records, job.output_dir)
     issues = accounting.graph_issues(job.graph, counters)
@@ -267,6 +271,12 @@ def main_in_memory(args, start: float) -> None:
 
 def argv_of(args) -> list[str]:
     return [f"--{k}={v}" for k, v in sorted(vars(args).items()) if v not in (None, False)]
+
+
+def remove_temp_dir(path: str) -> None:
+    """The writer deletes its part files; this removes their (now empty) folder."""
+    if FileSystems.exists(path):
+        FileSystems.delete([path])
 
 
 def counters_of(result) -> dict[str, int]:

@@ -119,7 +119,8 @@ def sample_in_memory(schema_path, spec_path, aggregation, seed_ids, seed=0):
 
 def sample_cli_run(tmp_path, schema_path, spec_path, aggregation, seed_ids=None, seed=0):
     """{sample_id: decoded Subgraph} from `python -m pipelines.sample` (Beam, local runner)."""
-    out_dir = tmp_path / f"out-{aggregation}-{seed}-{seed_ids is None}"
+    # Beside the input folder, not inside it (the CLI refuses that).
+    out_dir = tmp_path.with_name(f"{tmp_path.name}-out-{aggregation}-{seed}-{seed_ids is None}")
     argv = [
         "--graph_schema",
         str(schema_path),

@@ -377,7 +377,7 @@ def run_cli(setup: Setup, out, seeds_path, aggregation, seed, shards, buckets, o
 
 
 def test_cli_matches_in_memory_and_ignores_sharding(latent, tmp_path):
-    seeds_path = write_seeds(tmp_path / "seeds.csv", latent.seeds)
+    seeds_path = write_seeds(tmp_path / "seeds" / "seeds.csv", latent.seeds)
     first = run_cli(latent, tmp_path / "run0", seeds_path, "edge", 1, 4, 3, 2)
     second = run_cli(latent, tmp_path / "run1", seeds_path, "edge", 1, 1, 7, 1)
     assert first == second
@@ -388,7 +388,7 @@ def test_cli_matches_in_memory_and_ignores_sharding(latent, tmp_path):
 
 @pytest.mark.parametrize("featured", ["RANDOM_WEIGHTED"], indirect=True)
 def test_cli_weighted_node_aggregation(featured, tmp_path):
-    seeds_path = write_seeds(tmp_path / "seeds.csv", featured.seeds)
+    seeds_path = write_seeds(tmp_path / "seeds" / "seeds.csv", featured.seeds)
     records = run_cli(featured, tmp_path / "run", seeds_path, "node", 6, 5, 2, 3)
     edge = check_common(featured, featured.decode(featured.records("edge", seed=6)))
     check_edge_aggregation(featured, edge)

@@ -122,11 +122,12 @@ def mag(tmp_path_factory):
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:
     """Every file of a partition folder except the id tables (their file count follows
-    --num_shards; their content is checked in test_partition_dgl.py)."""
+    --num_shards; their content is checked in test_partition_dgl.py) and run_summary.json
+    (flags and wall time; checked in test_accounting.py)."""
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if path.is_file() and not rel.startswith("node_ids/"):
+        if path.is_file() and not rel.startswith("node_ids/") and rel != "run_summary.json":
             out[rel] = path.read_bytes()
     return out
 

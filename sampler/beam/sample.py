@@ -6,7 +6,7 @@ The plan, stage by stage:
                -> SampledEdges           chosen edges, and their targets as the next frontier
   Nodes/<set>  (shard, SampleNodes)      joined with (shard, NodeTable) -> node rows
   Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
-  Assemble     (bucket, pieces)          -> serialized GraphTensor tf.Examples
+  Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example])
 """
 
 from __future__ import annotations
@@ -55,6 +55,19 @@ class _SizeCounters:
                 self._counters[name] = Metrics.counter(NAMESPACE, name)
             self._counters[name].inc(value)
         self._sums = collections.Counter()
+
+
+def _encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
+    """(bucket, chunk, [serialized tf.Example]) batches, in the order the subgraphs come."""
+    records, chunk = [], 0
+    for subgraph in subgraphs:
+        sizes.add(subgraph)
+        records.append(encode_subgraph(subgraph, specs))
+        if len(records) == batch:
+            yield bucket, chunk, records
+            records, chunk = [], chunk + 1
+    if records:
+        yield bucket, chunk, records
 
 
 def _one(values, what: str):
@@ -240,7 +253,7 @@ class InducedEdges(beam.PTransform):
 
 
 class AssembleExamples(beam.PTransform):
-    """(bucket, pieces) -> serialized GraphTensor tf.Examples, one per seed occurrence."""
+    """(bucket, pieces) -> (bucket, chunk, [serialized GraphTensor tf.Example]) batches."""
 
     def __init__(self, graph: GraphInfo, plan: SamplingPlan):
         super().__init__()
@@ -259,16 +272,15 @@ class AssembleExamples(beam.PTransform):
             self._specs = encode_specs(self._graph.schema)
 
         def process(self, bucket_pieces):
-            _, pieces = bucket_pieces
+            bucket, pieces = bucket_pieces
             seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
             for kind, name, piece in pieces:
                 {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
-            for subgraph in assemble(self._graph, self._plan, seeds, nodes, edges, counters):
-                self._sizes.add(subgraph)
-                yield encode_subgraph(subgraph, self._specs)
+            subgraphs = assemble(self._graph, self._plan, seeds, nodes, edges, counters)
+            yield from _encoded_batches(bucket, subgraphs, self._specs, self._sizes)
             self._sizes.flush(counters)
 
     def expand(self, pieces):
@@ -281,7 +293,7 @@ class AssembleExamples(beam.PTransform):
 
 
 class SampleSubgraphs(beam.PTransform):
-    """(shard, Seeds) + node tables + adjacency -> serialized GraphTensor tf.Examples."""
+    """(shard, Seeds) + node tables + adjacency -> (bucket, chunk, [serialized tf.Example])."""
 
     def __init__(
         self, graph: GraphInfo, plan: SamplingPlan, *, seed: int, num_shards: int, num_buckets: int
@@ -363,7 +375,7 @@ class _GraphOnWorker:
 
 
 class SampleOnWorkers(beam.PTransform):
-    """(shard, Seeds) + node tables + adjacency -> serialized tf.Examples, sample-major.
+    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major.
 
     For graphs that fit one worker's memory: every worker process holds the whole
     graph (the sharded tables and adjacency as side inputs, merged once per process
@@ -405,7 +417,7 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._graph.schema)
 
         def process(self, bucket_parts, *side):
-            _, parts = bucket_parts
+            bucket, parts = bucket_parts
             edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
             adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
             tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
@@ -415,7 +427,7 @@ class SampleOnWorkers(beam.PTransform):
             seeds = Seeds.concat(list(parts))
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
-            for subgraph in sample_in_memory(
+            subgraphs = sample_in_memory(
                 self._graph,
                 self._plan,
                 loaded.memory,
@@ -423,9 +435,8 @@ class SampleOnWorkers(beam.PTransform):
                 self._seed,
                 counters,
                 self._chunk_size,
-            ):
-                self._sizes.add(subgraph)
-                yield encode_subgraph(subgraph, self._specs)
+            )
+            yield from _encoded_batches(bucket, subgraphs, self._specs, self._sizes)
             self._sizes.flush(counters)
 
     class _GraphFacts(beam.DoFn):
