@@ -80,6 +80,8 @@ def run_main(main_fn, argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Beam logs a failing DoFn's traceback before re-raising; the CLI reports it instead.
     logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
+    # The dead-letter sink writes no file when no row was bad, and Beam warns about that.
+    logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
     try:
         main_fn(sys.argv[1:] if argv is None else argv)
     except Exception as e:  # noqa: BLE001 - user errors become one line, the rest re-raise
