@@ -39,9 +39,9 @@ def main_body(argv) -> None:
     print(f"graph:   {schema} ({args.num_papers} papers, MAG-shaped, generated with seed 0)")
     print(f"spec:    {spec}")
     samples = os.path.join(args.output_dir, "samples", "samples@4")
-    sample_cli.main_body(
-        ["--graph_schema", schema, "--sampling_spec", spec, "--output_samples", samples, *rest]
-    )
+    # The demo owns its output folder: a second run replaces the first one's samples.
+    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--output_samples", samples]
+    sample_cli.main_body([*argv, "--overwrite", *rest])
     print_contents(schema, os.path.join(args.output_dir, "samples", "samples-*"))
 
 
