@@ -11,20 +11,14 @@ with a non-zero value.
 from __future__ import annotations
 
 import collections
-import struct
 from collections.abc import Iterator
 
 import numpy as np
 
 from sampler.encode import EncodeSpecs, decode_subgraph, encode_specs
 from sampler.errors import UserError
-from sampler.io import files
+from sampler.io import files, tfrecord
 from sampler.types import Subgraph
-
-try:  # installed with apache-beam[gcp]; without it record checksums are not verified
-    import google_crc32c as _crc32c
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c = None
 
 SCHEMA_NAME = "schema.pbtxt"
 
@@ -50,39 +44,11 @@ def load_specs(schema: str) -> EncodeSpecs:
     return encode_specs(parse_pbtxt(find_schema_file(schema), graph_schema_pb2.GraphSchema()))
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = _crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tfrecords(path: str, f) -> Iterator[bytes]:
-    """The records of a TFRecord stream; broken framing or a bad checksum is a UserError."""
-    index = 0
-    while True:
-        header = f.read(12)
-        if not header:
-            return
-        where = f"{path}: record index {index}"
-        if len(header) < 12:
-            raise UserError(f"{where}: truncated record header (not a TFRecord file?)")
-        (length,) = struct.unpack("<Q", header[:8])
-        if _crc32c is not None and _masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-            raise UserError(f"{where}: corrupt record length (not a TFRecord file?)")
-        data = f.read(length)
-        footer = f.read(4)
-        if len(data) < length or len(footer) < 4:
-            raise UserError(f"{where}: truncated record")
-        if _crc32c is not None and _masked_crc(data) != struct.unpack("<I", footer)[0]:
-            raise UserError(f"{where}: corrupt record data checksum")
-        yield data
-        index += 1
-
-
 def iter_records(pattern: str) -> Iterator[tuple[str, int, bytes]]:
     """(file, index in the file, serialized record) of every record, files in sorted order."""
     for path in sample_files(pattern):
         with files.open_file(path) as f:
-            for index, record in enumerate(tfrecords(path, f)):
+            for index, record in tfrecord.records(path, f):
                 yield path, index, record
 
 

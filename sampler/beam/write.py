@@ -13,31 +13,15 @@ for the same flags. A retried bundle rewrites the same part with the same bytes.
 
 from __future__ import annotations
 
-import struct
-
 import apache_beam as beam
-import google_crc32c  # installed with apache-beam[gcp]
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from sampler.io import tfrecord
 from sampler.io.files import shard_name
 
 NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
-
-
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def tfrecord_bytes(records: list[bytes]) -> bytes:
-    """TFRecord framing: length, masked CRC of length, data, masked CRC of data."""
-    out = []
-    for record in records:
-        length = struct.pack("<Q", len(record))
-        out += [length, struct.pack("<I", _masked(google_crc32c.value(length))), record]
-        out.append(struct.pack("<I", _masked(google_crc32c.value(record))))
-    return b"".join(out)
 
 
 class WriteRecordShards(beam.PTransform):
@@ -67,7 +51,7 @@ class WriteRecordShards(beam.PTransform):
             bucket, chunk, records = element
             path = FileSystems.join(self._temp_dir, f"part-{bucket:06d}-{chunk:06d}")
             with FileSystems.create(path) as f:
-                f.write(tfrecord_bytes(records))
+                f.write(tfrecord.frame(records))
             self._records.inc(len(records))
             yield bucket % self._num_shards, (bucket, chunk, path)
 

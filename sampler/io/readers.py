@@ -34,7 +34,6 @@ import csv
 import dataclasses
 import io
 import json
-import struct
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -44,12 +43,8 @@ import pyarrow.parquet as pq
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
+from sampler.io import tfrecord
 from sampler.io.files import check_format, open_file
-
-try:  # Installed with apache-beam[gcp]; without it TFRecord checksums are not verified.
-    import google_crc32c as _crc32c
-except ImportError:  # pragma: no cover - depends on the environment
-    _crc32c = None
 
 VECTOR_SEPARATOR = ";"
 _CSV_FIELD_LIMIT = 2**31 - 1
@@ -382,51 +377,13 @@ def _clip(text: str, limit: int = 40) -> str:
 # TFRecord of tf.Example
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = _crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _read_exact(f, count: int) -> bytes:
-    """Up to `count` bytes, read in chunks so a corrupt length cannot allocate a huge buffer."""
-    if count <= _READ_CHUNK:
-        return f.read(count)
-    parts, left = [], count
-    while left:
-        part = f.read(min(left, _READ_CHUNK))
-        if not part:
-            break
-        parts.append(part)
-        left -= len(part)
-    return b"".join(parts)
-
-
 def _tfrecords(path: str, f, report) -> Iterator[tuple[int, bytes]]:
-    """(index, data) of the records of a TFRecord stream, checking framing and checksums.
+    """(index, data) of a TFRecord stream; a bad data checksum is reported as a bad record."""
 
-    Broken framing ends the file (UserError); a record whose data checksum is wrong is
-    reported as a bad record and skipped (its length was intact, so the next one is found).
-    """
-    index = 0
-    while True:
-        header = f.read(12)
-        if not header:
-            return
-        where = f"{path}: record index {index}"
-        if len(header) < 12:
-            raise UserError(f"{where}: truncated record header (not a TFRecord file?)")
-        (length,) = struct.unpack("<Q", header[:8])
-        if _crc32c is not None and _masked_crc(header[:8]) != struct.unpack("<I", header[8:])[0]:
-            raise UserError(f"{where}: corrupt record length checksum (not a TFRecord file?)")
-        data = _read_exact(f, length)
-        footer = f.read(4)
-        if len(data) < length or len(footer) < 4:
-            raise UserError(f"{where}: truncated record (file ends after {len(data)} bytes)")
-        if _crc32c is not None and _masked_crc(data) != struct.unpack("<I", footer)[0]:
-            report(BadRecord(path, index, "corrupt record data checksum", unit="record index"))
-        else:
-            yield index, data
-        index += 1
+    def bad_checksum(index: int) -> None:
+        report(BadRecord(path, index, "corrupt record data checksum", unit="record index"))
+
+    return tfrecord.records(path, f, bad_checksum)
 
 
 class _BadProto(Exception):
