@@ -152,9 +152,12 @@ def machine() -> dict:
 
 
 def _cell(record: dict, ours: dict | None) -> list[str]:
-    if record["stopped"]:
-        return [record["stopped"], "", "", "", ""]
     secs, rss = record["seconds"], record["peak_rss_bytes"] / 2**30
+    if record["stopped"]:
+        bound = ""
+        if ours and not ours["stopped"]:
+            bound = f"> {secs / ours['seconds']:.0f}x time when stopped"
+        return [f"{secs:.0f} ({record['stopped']})", f"{rss:.2f}", "-", "-", bound]
     rate = record["subgraphs"] / secs if secs else 0
     ratio = ""
     if ours and ours is not record and not ours["stopped"]:
