@@ -16,7 +16,7 @@ from sampler.batches import (
     EdgeBatch,
     NodeBatch,
     Seeds,
-    _bytes_array,
+    bytes_array,
     concat_features,
     take_features,
 )
@@ -151,9 +151,9 @@ def make_seeds(seed_ids: np.ndarray) -> Seeds:
         sid if k == 0 else sid + b":" + str(k).encode()
         for sid, k in zip(seed_ids.tolist(), occurrence.tolist(), strict=True)
     ]
-    sample_ids = _bytes_array(sample_ids)
+    sample_ids = bytes_array(sample_ids)
     keys = ids.fingerprint(sample_ids.tolist()) if n else np.zeros(0, np.uint64)
-    return Seeds(keys, sample_ids, _bytes_array(seed_ids.tolist()), fp)
+    return Seeds(keys, sample_ids, bytes_array(seed_ids.tolist()), fp)
 
 
 def merge_node_tables(shards: list[NodeTable], specs) -> NodeTable:

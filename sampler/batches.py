@@ -43,7 +43,7 @@ def concat_features(parts: list[dict[str, np.ndarray]], specs: dict[str, Feature
     return out
 
 
-def _bytes_array(values) -> np.ndarray:
+def bytes_array(values) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -64,7 +64,7 @@ class NodeBatch:
     def from_table(cls, table: pa.Table, specs: dict[str, FeatureSpec], id_column="#id"):
         id_col = table.column(id_column).combine_chunks()
         feats = {name: column_to_numpy(table.column(name), spec) for name, spec in specs.items()}
-        return cls(ids.fingerprint(id_col), _bytes_array(id_col.to_pylist()), feats)
+        return cls(ids.fingerprint(id_col), bytes_array(id_col.to_pylist()), feats)
 
     def take(self, index: np.ndarray) -> NodeBatch:
         return NodeBatch(self.fp[index], self.ids[index], take_features(self.features, index))
@@ -73,7 +73,7 @@ class NodeBatch:
     def concat(cls, parts: list[NodeBatch], specs: dict[str, FeatureSpec]) -> NodeBatch:
         return cls(
             np.concatenate([p.fp for p in parts]) if parts else np.zeros(0, np.uint64),
-            np.concatenate([p.ids for p in parts]) if parts else _bytes_array([]),
+            np.concatenate([p.ids for p in parts]) if parts else bytes_array([]),
             concat_features([p.features for p in parts], specs),
         )
 
@@ -218,7 +218,7 @@ class Seeds:
     def concat(cls, parts: list[Seeds]) -> Seeds:
         if not parts:
             e = np.zeros(0, np.uint64)
-            return cls(e, _bytes_array([]), _bytes_array([]), e)
+            return cls(e, bytes_array([]), bytes_array([]), e)
         return cls(
             np.concatenate([p.sample for p in parts]),
             np.concatenate([p.sample_id for p in parts]),

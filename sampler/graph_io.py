@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler import ids
-from sampler.batches import EdgeBatch, NodeBatch, _bytes_array
+from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.io import files, readers
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
@@ -46,7 +46,7 @@ def read_edge_file(
         ends = {}
         for column in latent_ends:
             col = table.column(column).combine_chunks()
-            ends[column] = NodeBatch(ids.fingerprint(col), _bytes_array(col.to_pylist()), {})
+            ends[column] = NodeBatch(ids.fingerprint(col), bytes_array(col.to_pylist()), {})
         yield EdgeBatch.from_table(table, info.features, info.reversed), ends
 
 
@@ -69,7 +69,7 @@ def read_seed_ids(pattern: str, on_bad: readers.OnBad = None) -> np.ndarray:
     for path, fmt in table_files(pattern):
         for column in readers.read_ids(path, fmt, on_bad=on_bad):
             out.extend(column.to_pylist())
-    return _bytes_array(out)
+    return bytes_array(out)
 
 
 def total_bytes(graph: GraphInfo) -> int:

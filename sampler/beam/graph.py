@@ -12,7 +12,7 @@ from apache_beam.metrics import Metrics
 
 from sampler import graph_io, keys
 from sampler.adjacency import build_adjacency, build_node_table, edge_shape_counts
-from sampler.batches import EdgeBatch, NodeBatch, _bytes_array
+from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.io import readers
 from sampler.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
@@ -354,7 +354,7 @@ class ReadSeedIds(beam.PTransform):
         def process(self, path_fmt):
             for column in readers.read_ids(*path_fmt, on_bad=self._pending.append):
                 self._rows_read.inc(len(column))
-                yield _bytes_array(column.to_pylist())
+                yield bytes_array(column.to_pylist())
                 yield from self._flush()
             yield from self._flush()
 
