@@ -200,8 +200,6 @@ def construct(argv) -> Construction:
     prefix, num_shards, template = output_shards(args.output_samples)
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
-        import os  # noqa: PLC0415
-
         os.makedirs(output_dir, exist_ok=True)
     pipeline = beam.Pipeline(
         runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
