@@ -27,13 +27,13 @@ import json
 
 import numpy as np
 
-from pipelines.toolkit import RowProgress, human_bytes, run_tool
+from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.degree_stats import BottomK, degree_stats
 from sampler.estimate import calibrate, estimate, suggest_workers
 from sampler.graph_io import read_seed_ids
 from sampler.ids import fingerprint
 from sampler.io import files
-from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
+from sampler.plan import load_sampling_spec, make_plan
 from sampler.probe import run_probe
 from sampler.schema import load_graph
 
@@ -44,10 +44,7 @@ def parse_args(argv):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--graph_schema", required=True, help="GraphSchema pbtxt or its dir.")
-    parser.add_argument("--sampling_spec", required=True, help="SamplingSpec pbtxt.")
-    parser.add_argument("--input_seeds", help="Seed table (default: every node of the seed set).")
-    parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)
+    add_graph_flags(parser, seeds_help="Seed table (default: every node of the seed set).")
     parser.add_argument("--seed", type=int, default=0, help="The --seed of the run to predict.")
     parser.add_argument(
         "--probe_seeds", type=int, default=256, help="Seeds sampled for real (0: degrees only)."

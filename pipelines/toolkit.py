@@ -12,6 +12,7 @@ import sys
 import time
 
 from pipelines.runner import run_main
+from sampler.plan import EDGE, NODE
 
 
 class ToolFailure(Exception):
@@ -86,3 +87,11 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000.0
     return f"{n:.1f} PB"
+
+
+def add_graph_flags(parser, seeds_help: str) -> None:
+    """The flags every tool that reads a graph and a spec shares with `pipelines.sample`."""
+    parser.add_argument("--graph_schema", required=True, help="GraphSchema pbtxt or its dir.")
+    parser.add_argument("--sampling_spec", required=True, help="SamplingSpec pbtxt.")
+    parser.add_argument("--input_seeds", help=seeds_help)
+    parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from pipelines.toolkit import run_tool
+from pipelines.toolkit import add_graph_flags, run_tool
 from sampler.encode import encode_specs
 from sampler.errors import UserError
 from sampler.io import files, readers
-from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
+from sampler.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 
 
@@ -35,10 +35,7 @@ def parse_args(argv):
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--graph_schema", required=True, help="GraphSchema pbtxt or its dir.")
-    parser.add_argument("--sampling_spec", required=True, help="SamplingSpec pbtxt.")
-    parser.add_argument("--input_seeds", help="Optional seed table (#id column).")
-    parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)
+    add_graph_flags(parser, seeds_help="Optional seed table (#id column).")
     parser.add_argument("--rows", type=int, default=5, help="Rows parsed per file (default 5).")
     parser.add_argument(
         "--max_files", type=int, default=8, help="Files per table whose rows are parsed."

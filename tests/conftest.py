@@ -1,4 +1,31 @@
 import os
+import subprocess
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+DGL_SETUP = ROOT / "scripts" / "setup_dgl_oracle.sh"
+
+
+@pytest.fixture(scope="session")
+def dgl_python() -> Path:
+    """The side venv's python with DGL 2.1.0; builds the venv if needed, never skips."""
+    venv = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl")
+    proc = subprocess.run(
+        ["bash", str(DGL_SETUP)],
+        env={**os.environ, "DGL_VENV": str(venv)},
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"the DGL oracle venv at {venv} could not be built by {DGL_SETUP} "
+            f"(exit {proc.returncode}); its output ends:\n{proc.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return venv / "bin" / "python"

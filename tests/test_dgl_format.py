@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import struct
 import subprocess
 from pathlib import Path
@@ -33,7 +32,6 @@ from sampler.dgl_format import (
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / "tests" / "oracle" / "dgl_oracle.py"
-SETUP = ROOT / "scripts" / "setup_dgl_oracle.sh"
 
 # Bytes dgl.data.utils.save_tensors({"bb": torch.tensor([1, 2, 3])}) wrote (DGL 2.1.0).
 DGL_TENSORS_BB = bytes.fromhex(
@@ -351,25 +349,6 @@ def test_corrupt_graph_headers(tmp_path):
 
 
 # --------------------------------------------------------------------------- DGL oracle
-
-
-@pytest.fixture(scope="session")
-def dgl_python() -> Path:
-    """The side venv's python with DGL 2.1.0; builds the venv if needed, never skips."""
-    venv = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl")
-    proc = subprocess.run(
-        ["bash", str(SETUP)],
-        env={**os.environ, "DGL_VENV": str(venv)},
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"the DGL oracle venv at {venv} could not be built by {SETUP} "
-            f"(exit {proc.returncode}); its output ends:\n{proc.stderr[-3000:]}",
-            pytrace=False,
-        )
-    return venv / "bin" / "python"
 
 
 class Oracle:

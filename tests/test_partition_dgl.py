@@ -28,7 +28,6 @@ from tests.partition_helpers import reference_graph, run_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / "tests" / "oracle" / "dgl_partition_oracle.py"
-SETUP = ROOT / "scripts" / "setup_dgl_oracle.sh"
 
 # (case name, graph, extra CLI flags)
 CASES = [
@@ -84,25 +83,6 @@ def graphs(tmp_path_factory):
     schema, tables = write_homogeneous(root / "homo")
     out["homo"] = (str(root / "homo"), schema, tables)
     return out
-
-
-@pytest.fixture(scope="module")
-def dgl_python() -> Path:
-    """The side venv's python with DGL 2.1.0; builds the venv if needed, never skips."""
-    venv = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl")
-    proc = subprocess.run(
-        ["bash", str(SETUP)],
-        env={**os.environ, "DGL_VENV": str(venv)},
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.fail(
-            f"the DGL oracle venv at {venv} could not be built by {SETUP} "
-            f"(exit {proc.returncode}); its output ends:\n{proc.stderr[-3000:]}",
-            pytrace=False,
-        )
-    return venv / "bin" / "python"
 
 
 @pytest.fixture(scope="module")
