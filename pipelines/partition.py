@@ -56,7 +56,12 @@ def parse_args(argv):
     parser.add_argument(
         "--balance_edges", action="store_true", help="Also balance the edges each part owns."
     )
-    parser.add_argument("--num_hops", type=int, default=1, help="HALO hops (only 1 for now).")
+    parser.add_argument(
+        "--num_hops",
+        type=int,
+        default=1,
+        help="HALO hops: in-edges walked back from each partition's nodes (DGL's num_hops).",
+    )
     parser.add_argument("--seed", type=int, default=0, help="Same seed, same output bytes.")
     parser.add_argument(
         "--num_shards", type=int, default=16, help="Node shards per node type (parallelism)."
@@ -101,8 +106,11 @@ def make_config(args, graph) -> PartitionConfig:
         )
     if args.num_parts < 1:
         raise UserError(f"--num_parts must be at least 1, got {args.num_parts}")
-    if args.num_hops != 1:
-        raise UserError(f"--num_hops {args.num_hops}: only 1 HALO hop is supported for now")
+    if args.num_hops < 1:
+        raise UserError(
+            f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
+            "between partitions, so cut edges would be lost)"
+        )
     if args.seed < 0 or args.num_shards < 1 or args.lp_rounds < 0:
         raise UserError("--seed and --lp_rounds must be >= 0, --num_shards >= 1")
     if args.balance_ntypes:

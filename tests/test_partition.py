@@ -132,12 +132,13 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.parametrize("method, workers", [("lp", 2), ("random", 2), ("metis", 1)])
-def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method, workers):
+@pytest.mark.parametrize("method, workers, hops", [("lp", 2, 1), ("random", 2, 2), ("metis", 1, 1)])
+def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method, workers, hops):
     """lp and random also under 2 worker processes (slow to start, so not metis, whose
-    single-worker step is the same whatever the workers)."""
+    single-worker step is the same whatever the workers); random with 2 HALO hops."""
     root, sharded, single = mag
     flags = ["--num_parts", "3", "--part_method", method, "--seed", "11", "--lp_rounds", "3"]
+    flags += ["--num_hops", str(hops)]
     run_partition(sharded, str(root / f"{method}_a"), *flags)
     more = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
     run_partition(
@@ -218,7 +219,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["--graph_name", "g", "--num_parts", "0"], "--num_parts"),
         (["--graph_name", "g", "--num_parts", "2", "--balance_ntypes", "nope"], "nope"),
         (["--graph_name", "g", "--num_parts", "2", "--balance_ntypes", "feat"], "scalar"),
-        (["--graph_name", "g", "--num_parts", "2", "--num_hops", "2"], "--num_hops 2"),
+        (["--graph_name", "g", "--num_parts", "2", "--num_hops", "0"], "--num_hops 0"),
         (
             ["--graph_name", "g", "--num_parts", "2", "--part_method", "metis"]
             + ["--metis_max_adjacency", "10"],

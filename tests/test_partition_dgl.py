@@ -45,6 +45,8 @@ CASES = [
     ("homo_random_1", "homo", ["--num_parts", "1"]),
     ("homo_random_3", "homo", ["--num_parts", "3"]),
     ("homo_metis_2", "homo", ["--num_parts", "2", "--part_method", "metis"]),
+    ("hetero_2hops_3", "mag", ["--num_parts", "3", "--num_hops", "2", "--seed", "1"]),
+    ("homo_3hops_4", "homo", ["--num_parts", "4", "--num_hops", "3"]),
     # 40 papers: 1 institution and 3 fields of study for 4 parts, so some partitions have
     # empty type blocks [x, x] and no inner edges of some edge types.
     ("tiny_random_4", "tiny", ["--num_parts", "4"]),
@@ -253,7 +255,9 @@ def test_dgl_loads_and_invariants_hold(case, loaded, graphs):
         eid = arrays[part["edata"]["_ID"]]
         ends_of_eid[eid[inner_e], 0] = ids[src[inner_e]]
         ends_of_eid[eid[inner_e], 1] = ids[dst[inner_e]]
-        assert np.all(inner_n[src[~inner_e]]) and not np.any(inner_n[dst[~inner_e]])
+        assert not np.any(inner_n[dst[~inner_e]])
+        if config["halo_hops"] == 1:  # deeper hops add in-edges between HALO nodes
+            assert np.all(inner_n[src[~inner_e]])
         outer.append((eid[~inner_e], ids[src[~inner_e]], ids[dst[~inner_e]]))
     for eid, s_hom, d_hom in outer:
         np.testing.assert_array_equal(ends_of_eid[eid, 0], s_hom)
@@ -270,6 +274,49 @@ def test_dgl_loads_and_invariants_hold(case, loaded, graphs):
         r_src, r_dst = ref.edges[e]
         np.testing.assert_array_equal(s_hom, hom_of_orig[s_t][r_src[orig_eid]])
         np.testing.assert_array_equal(d_hom, hom_of_orig[d_t][r_dst[orig_eid]])
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_halo_is_what_dgl_partition_graph_with_halo_keeps(case, loaded):
+    """Nodes, edges, inner flags and endpoints of every partition, against DGL's own
+    partition_graph_with_halo run (by the oracle) on the whole graph with the same
+    node assignment and num_hops. Orders may differ (spec 8.4); the sets may not."""
+    _, meta, arrays = loaded[case]
+    for p, part in enumerate(meta["parts"]):
+        ours = arrays[part["ndata"]["_ID"]]
+        ref = arrays[part["ref_nids"]]
+        order, ref_order = np.argsort(ours), np.argsort(ref)
+        np.testing.assert_array_equal(ours[order], ref[ref_order], err_msg=f"part {p} nodes")
+        np.testing.assert_array_equal(
+            arrays[part["ndata"]["inner_node"]][order].astype(bool),
+            arrays[part["ref_inner_node"]][ref_order].astype(bool),
+        )
+        eids = arrays[part["edata"]["_ID"]]
+        ref_eids = arrays[part["ref_eids"]]
+        order, ref_order = np.argsort(eids), np.argsort(ref_eids)
+        np.testing.assert_array_equal(eids[order], ref_eids[ref_order], err_msg=f"part {p} edges")
+        np.testing.assert_array_equal(
+            arrays[part["edata"]["inner_edge"]][order].astype(bool),
+            arrays[part["ref_inner_edge"]][ref_order].astype(bool),
+        )
+        src = ours[arrays[part["src"]]][order]
+        dst = ours[arrays[part["dst"]]][order]
+        np.testing.assert_array_equal(src, arrays[part["ref_src"]][ref_order])
+        np.testing.assert_array_equal(dst, arrays[part["ref_dst"]][ref_order])
+
+
+def test_more_hops_reach_further(loaded):
+    """2 and 3 hops hold HALO nodes that are not neighbours of any inner node."""
+    for case in ("hetero_2hops_3", "homo_3hops_4"):
+        _, meta, arrays = loaded[case]
+        deeper = 0
+        for part in meta["parts"]:
+            inner_n = arrays[part["ndata"]["inner_node"]].astype(bool)
+            src, dst = arrays[part["src"]], arrays[part["dst"]]
+            touching = np.zeros(len(inner_n), bool)
+            touching[src[inner_n[dst]]] = touching[dst[inner_n[src]]] = True
+            deeper += int(np.sum(~inner_n & ~touching))
+        assert deeper > 0, case
 
 
 @pytest.mark.parametrize("case", ["hetero_random_4", "homo_random_3", "tiny_random_4"])

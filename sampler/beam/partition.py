@@ -19,9 +19,10 @@ from sampler import ids
 from sampler.adjacency import edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam.graph import ReadEdgeSet, ReadNodeSet
+from sampler.beam.halo import HaloHops
 from sampler.graph_io import latent_ends
 from sampler.io.files import create_file
-from sampler.partition import assign, layout
+from sampler.partition import assign, halo, layout
 from sampler.partition.graph import (
     EdgeShard,
     GraphTypes,
@@ -872,9 +873,19 @@ class WritePartitions(beam.PTransform):
                 yield beam.pvalue.TaggedOutput("counts", (counts, cut))
 
     class _EdgesToParts(beam.DoFn):
+        """Edges -> (part, PartEdges) of hop 1; with --num_hops > 1 also the inputs of
+        HaloHops: in-edges by target shard and hop-1 HALO pairs by source shard."""
+
+        def __init__(self, types: GraphTypes, num_hops: int):
+            self._src_type = [types.ntype_id(e[0]) for e in types.etypes]
+            self._dst_type = [types.ntype_id(e[2]) for e in types.etypes]
+            self._hops = num_hops
+
         def process(self, element, lay):
             edges, src_part, dst_part, src_new, dst_new = element
             new_id, _ = lay.edge_ids(edges.etype, edges.shard, dst_part)
+            if self._hops > 1:
+                yield from self._halo_inputs(edges, src_part, dst_part, src_new, dst_new, new_id)
             orig = edges.start + np.arange(len(edges), dtype=np.int64)
             for p in np.unique(dst_part):
                 rows = np.flatnonzero(dst_part == p)
@@ -909,6 +920,29 @@ class WritePartitions(beam.PTransform):
                         dst_part[rows],
                     ),
                 )
+
+        def _halo_inputs(self, edges, src_part, dst_part, src_new, dst_new, new_id):
+            src_t, dst_t = self._src_type[edges.etype], self._dst_type[edges.etype]
+            for s in np.unique(edges.dst_shard):
+                rows = np.flatnonzero(edges.dst_shard == s)
+                n = len(rows)
+                in_edges = halo.InEdges(
+                    edges.dst[rows],
+                    np.full(n, edges.etype, np.int64),
+                    edges.src[rows],
+                    np.full(n, src_t, np.int64),
+                    np.full(n, edges.shard, np.int64),
+                    new_id[rows],
+                    src_new[rows],
+                    dst_new[rows],
+                    src_part[rows],
+                    dst_part[rows],
+                )
+                yield beam.pvalue.TaggedOutput("in_edges", ((dst_t, int(s)), in_edges))
+            cross = src_part != dst_part
+            if cross.any():
+                pairs = halo.HaloPairs(edges.src[cross], dst_part[cross])
+                yield beam.pvalue.TaggedOutput("halo", ((src_t, edges.shard), pairs))
 
     class _NodesToParts(beam.DoFn):
         def __init__(self, types: GraphTypes, out: str, num_shards: int):
@@ -1038,9 +1072,15 @@ class WritePartitions(beam.PTransform):
         lay = node_counts | "Layout" >> beam.Map(
             layout.Layout, beam.pvalue.AsSingleton(edge_counts)
         )
-        part_edges = ends.edges | "EdgesToParts" >> beam.ParDo(
-            self._EdgesToParts(), beam.pvalue.AsSingleton(lay)
-        )
+        routed = ends.edges | "EdgesToParts" >> beam.ParDo(
+            self._EdgesToParts(types, config.num_hops), beam.pvalue.AsSingleton(lay)
+        ).with_outputs("in_edges", "halo", main="edges")
+        part_edges = routed.edges
+        if config.num_hops > 1:
+            hops = (routed.in_edges, routed.halo) | "HaloHops" >> HaloHops(
+                config.num_hops, config.num_parts
+            )
+            part_edges = (part_edges, hops) | "AllPartEdges" >> beam.Flatten()
         part_nodes = (
             {"nodes": nodes | "KeyNodes" >> beam.Map(_key_shard), "layout": node_layout}
             | "JoinNodes" >> beam.CoGroupByKey()

@@ -103,9 +103,45 @@ def run(job: dict, base: str) -> None:
             path = os.path.join(folder, f"part{i}", f"{kind}.dgl")
             part[kind] = {k: put(k, v) for k, v in load_tensors(path).items()}
         meta["parts"].append(part)
+    reference_halo(config, meta, arrays, put)
     np.savez(os.path.join(base, job["out"]), **arrays)
     with open(os.path.join(base, job["meta"]), "w") as f:
         json.dump(meta, f)
+
+
+def reference_halo(config: dict, meta: dict, arrays: dict, put) -> None:
+    """DGL's own partition_graph_with_halo on the whole graph, in the new-id space.
+
+    The whole graph is rebuilt from the inner edges of every loaded partition (edge i is
+    the edge with new id i), with the partitions' node assignment; DGL then cuts it with
+    config["halo_hops"] hops. Per partition it saves the nodes and edges DGL keeps, as
+    new ids, with their inner flags and the edges' endpoints.
+    """
+    num_nodes, num_edges = config["num_nodes"], config["num_edges"]
+    src = np.zeros(num_edges, np.int64)
+    dst = np.zeros(num_edges, np.int64)
+    node_part = np.zeros(num_nodes, np.int64)
+    for p, part in enumerate(meta["parts"]):
+        nid = arrays[part["ndata"]["_ID"]]
+        inner = arrays[part["edata"]["inner_edge"]].astype(bool)
+        eid = arrays[part["edata"]["_ID"]][inner]
+        src[eid] = nid[arrays[part["src"]][inner]]
+        dst[eid] = nid[arrays[part["dst"]][inner]]
+        node_part[nid[arrays[part["ndata"]["inner_node"]].astype(bool)]] = p
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_nodes)
+    subgs, _, _ = dgl.partition_graph_with_halo(
+        g, torch.from_numpy(node_part), config["halo_hops"], reshuffle=False
+    )
+    for p, part in enumerate(meta["parts"]):
+        sub = subgs[p]
+        s, d = sub.edges(order="eid")
+        nid = sub.ndata[dgl.NID]
+        part["ref_nids"] = put("ref_nids", nid)
+        part["ref_inner_node"] = put("ref_inner_node", sub.ndata["inner_node"])
+        part["ref_eids"] = put("ref_eids", sub.edata[dgl.EID])
+        part["ref_inner_edge"] = put("ref_inner_edge", sub.edata["inner_edge"])
+        part["ref_src"] = put("ref_src", nid[s])
+        part["ref_dst"] = put("ref_dst", nid[d])
 
 
 def main() -> None:
