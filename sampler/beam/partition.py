@@ -276,7 +276,8 @@ class ReadPartitionGraph(beam.PTransform):
             shard.start = int(starts[shard.etype, shard.shard])
             yield shard
 
-    def expand(self, pbegin):
+    def _read_tables(self, pbegin):
+        """({node set: [NodeBatch PCollections]}, [keyed edge batches], [dead letters])."""
         graph, types, shards = self._graph, self._types, self._shards
         node_batches = {name: [] for name in types.ntypes}
         edge_batches = []
@@ -299,6 +300,11 @@ class ReadPartitionGraph(beam.PTransform):
                 | f"KeyByTarget/{name}"
                 >> beam.ParDo(self._KeyEdgesByTarget(etype, types.ntype_id(dst_name), shards))
             )
+        return node_batches, edge_batches, bad
+
+    def expand(self, pbegin):
+        graph, types, shards = self._graph, self._types, self._shards
+        node_batches, edge_batches, bad = self._read_tables(pbegin)
         split = []
         for t, name in enumerate(types.ntypes):
             if not node_batches[name]:
@@ -787,14 +793,18 @@ class EdgeEnds:
     dst_new: np.ndarray
 
 
-class WritePartitions(beam.PTransform):
-    """Parts -> DGL partition folder: new ids, the files of every part, JSON, report."""
+class NumberNodesAndEdges(beam.PTransform):
+    """(edges, starts, parts) -> (node layouts, edges with both ends, Layout, cut per type).
 
-    def __init__(self, config: PartitionConfig, types: GraphTypes, output_dir: str):
+    New ids the DGL way (sampler/partition/layout.py) from count tables: nodes per
+    (type, shard, part), then the parts and new ids of both ends of every edge (two joins
+    by node shard), then edges per (type, source shard, owner part).
+    """
+
+    def __init__(self, config: PartitionConfig, types: GraphTypes):
         super().__init__()
         self._config = config
         self._types = types
-        self._out = output_dir.rstrip("/")
 
     class _NodeCounts(beam.DoFn):
         def __init__(self, types: GraphTypes, config: PartitionConfig):
@@ -871,6 +881,60 @@ class WritePartitions(beam.PTransform):
                 cut[edges.etype] = int(np.sum(src_part != dst_part))
                 yield (edges, src_part, dst_part, src_new, dst_new)
                 yield beam.pvalue.TaggedOutput("counts", (counts, cut))
+
+    def expand(self, inputs):
+        edges, starts, parts = inputs
+        config, types = self._config, self._types
+        shape_n = (len(types.ntypes), config.num_shards, config.num_parts)
+        shape_e = (len(types.etypes), config.num_shards, config.num_parts)
+        node_counts = (
+            parts
+            | "NodeCounts" >> beam.ParDo(self._NodeCounts(types, config))
+            | "SumNodeCounts" >> beam.CombineGlobally(_SumArrays(shape_n))
+        )
+        node_layout = parts | "NodeLayout" >> beam.ParDo(
+            self._NodeLayout(), beam.pvalue.AsSingleton(node_counts)
+        )
+        split = edges | "SplitByTarget" >> beam.ParDo(self._SplitByTarget(types)).with_outputs(
+            "by_source", main="by_target"
+        )
+        targets = (
+            {"layout": node_layout, "edges": split.by_target}
+            | "JoinTargets" >> beam.CoGroupByKey()
+            | "TargetEnds" >> beam.ParDo(self._TargetEnds(types), beam.pvalue.AsSingleton(starts))
+        )
+        ends = (
+            {"layout": node_layout, "targets": targets, "edges": split.by_source}
+            | "JoinSources" >> beam.CoGroupByKey()
+            | "Ends"
+            >> beam.ParDo(self._Ends(shape_e), beam.pvalue.AsSingleton(starts)).with_outputs(
+                "counts", main="edges"
+            )
+        )
+        edge_counts = (
+            ends.counts
+            | "EdgeCountsOnly" >> beam.Map(lambda x: x[0])
+            | "SumEdgeCounts" >> beam.CombineGlobally(_SumArrays(shape_e))
+        )
+        cut = (
+            ends.counts
+            | "CutOnly" >> beam.Map(lambda x: x[1])
+            | "SumCut" >> beam.CombineGlobally(_SumArrays((len(types.etypes),)))
+        )
+        lay = node_counts | "Layout" >> beam.Map(
+            layout.Layout, beam.pvalue.AsSingleton(edge_counts)
+        )
+        return node_layout, ends.edges, lay, cut
+
+
+class WritePartitions(beam.PTransform):
+    """Parts -> DGL partition folder: new ids, the files of every part, JSON, report."""
+
+    def __init__(self, config: PartitionConfig, types: GraphTypes, output_dir: str):
+        super().__init__()
+        self._config = config
+        self._types = types
+        self._out = output_dir.rstrip("/")
 
     class _EdgesToParts(beam.DoFn):
         """Edges -> (part, PartEdges) of hop 1; with --num_hops > 1 also the inputs of
@@ -1019,6 +1083,21 @@ class WritePartitions(beam.PTransform):
             layout.write_json(f"{self._out}/{REPORT_NAME}", report)
             yield report
 
+    def _settings(self) -> dict:
+        """The run's settings, as the report records them."""
+        config = self._config
+        return {
+            "graph_name": config.graph_name,
+            "part_method": config.part_method,
+            "num_parts": config.num_parts,
+            "seed": config.seed,
+            "balance_ntypes": config.balance_ntypes,
+            "balance_edges": config.balance_edges,
+            "num_hops": config.num_hops,
+            "lp_rounds": config.lp_rounds if config.part_method == "lp" else 0,
+            "skipped_features": list(self._types.skipped_features),
+        }
+
     @staticmethod
     def _class_counts(keyed):
         _, groups = keyed
@@ -1032,47 +1111,10 @@ class WritePartitions(beam.PTransform):
     def expand(self, inputs):
         nodes, edges, starts, parts, info, class_table = inputs
         config, types = self._config, self._types
-        num_t, num_e = len(types.ntypes), len(types.etypes)
-        shape_n = (num_t, config.num_shards, config.num_parts)
-        shape_e = (num_e, config.num_shards, config.num_parts)
-        node_counts = (
-            parts
-            | "NodeCounts" >> beam.ParDo(self._NodeCounts(types, config))
-            | "SumNodeCounts" >> beam.CombineGlobally(_SumArrays(shape_n))
+        node_layout, ends, lay, cut = (edges, starts, parts) | "NewIds" >> NumberNodesAndEdges(
+            config, types
         )
-        node_layout = parts | "NodeLayout" >> beam.ParDo(
-            self._NodeLayout(), beam.pvalue.AsSingleton(node_counts)
-        )
-        split = edges | "SplitByTarget" >> beam.ParDo(self._SplitByTarget(types)).with_outputs(
-            "by_source", main="by_target"
-        )
-        targets = (
-            {"layout": node_layout, "edges": split.by_target}
-            | "JoinTargets" >> beam.CoGroupByKey()
-            | "TargetEnds" >> beam.ParDo(self._TargetEnds(types), beam.pvalue.AsSingleton(starts))
-        )
-        ends = (
-            {"layout": node_layout, "targets": targets, "edges": split.by_source}
-            | "JoinSources" >> beam.CoGroupByKey()
-            | "Ends"
-            >> beam.ParDo(self._Ends(shape_e), beam.pvalue.AsSingleton(starts)).with_outputs(
-                "counts", main="edges"
-            )
-        )
-        edge_counts = (
-            ends.counts
-            | "EdgeCountsOnly" >> beam.Map(lambda x: x[0])
-            | "SumEdgeCounts" >> beam.CombineGlobally(_SumArrays(shape_e))
-        )
-        cut = (
-            ends.counts
-            | "CutOnly" >> beam.Map(lambda x: x[1])
-            | "SumCut" >> beam.CombineGlobally(_SumArrays((num_e,)))
-        )
-        lay = node_counts | "Layout" >> beam.Map(
-            layout.Layout, beam.pvalue.AsSingleton(edge_counts)
-        )
-        routed = ends.edges | "EdgesToParts" >> beam.ParDo(
+        routed = ends | "EdgesToParts" >> beam.ParDo(
             self._EdgesToParts(types, config.num_hops), beam.pvalue.AsSingleton(lay)
         ).with_outputs("in_edges", "halo", main="edges")
         part_edges = routed.edges
@@ -1098,23 +1140,12 @@ class WritePartitions(beam.PTransform):
             | "ClassParts" >> beam.Map(self._class_counts)
             | "SumClassParts" >> beam.CombineGlobally(_MergeDicts())
         )
-        settings = {
-            "graph_name": config.graph_name,
-            "part_method": config.part_method,
-            "num_parts": config.num_parts,
-            "seed": config.seed,
-            "balance_ntypes": config.balance_ntypes,
-            "balance_edges": config.balance_edges,
-            "num_hops": config.num_hops,
-            "lp_rounds": config.lp_rounds if config.part_method == "lp" else 0,
-            "skipped_features": list(types.skipped_features),
-        }
         return (
             written.pipeline
             | "Once" >> beam.Create([None])
             | "Finish"
             >> beam.ParDo(
-                self._Finish(config, types, self._out, settings),
+                self._Finish(config, types, self._out, self._settings()),
                 beam.pvalue.AsSingleton(lay),
                 beam.pvalue.AsSingleton(cut),
                 beam.pvalue.AsSingleton(class_counts),
