@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts: environment every run of this project needs.
 # tensorflow_gnn refuses to import under Keras 3 unless this is set first.
 export TF_USE_LEGACY_KERAS=1

@@ -58,7 +58,7 @@ fi
 echo "setup_dgl_oracle: installing ${pins[*]} into $venv (first run downloads a few GB)" >&2
 # This machine's pip config names a global constraints file capping torch;
 # PIP_CONSTRAINT= (empty) overrides it so that exactly these pins are resolved.
-PIP_CONSTRAINT= "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+PIP_CONSTRAINT="" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
   "${pins[@]}" 2>&1 | grep -v '^WARNING: Location' >&2 || true
 version="$("$venv/bin/python" -c "$check" 2>/dev/null | tail -n 1)" || version=""
 if [ "$version" != "2.1.0" ]; then

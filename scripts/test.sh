@@ -8,5 +8,5 @@ source scripts/env.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/hadolint docker/Dockerfile
-.venv/bin/shellcheck scripts/launch_dataflow.sh docker/entrypoint.sh
+.venv/bin/shellcheck scripts/*.sh docker/*.sh .ci/run
 exec .venv/bin/python -m pytest "$@"
