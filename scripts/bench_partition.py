@@ -2,7 +2,8 @@
 
     source scripts/env.sh
     .venv/bin/python scripts/bench_partition.py --num_papers 100000 --num_parts 4 8 \\
-        --methods random metis lp --dgl_methods random metis --work_dir /tmp/partbench
+        --methods random metis lp --dgl_methods random metis --work_dir /tmp/partbench \\
+        [--num_hops 1]
 
 Generates the MAG-shaped graph (seed 0), runs `python -m pipelines.partition` per
 (method, num_parts) and, in the DGL oracle venv (scripts/setup_dgl_oracle.sh),
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--num_parts", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--methods", nargs="*", default=["random", "metis", "lp"])
     parser.add_argument("--dgl_methods", nargs="*", default=["random", "metis"])
+    parser.add_argument("--num_hops", type=int, default=1, help="HALO hops, both tools")
     parser.add_argument("--work_dir", default="/tmp/partbench")
     parser.add_argument("--extra", nargs="*", default=[], help="more flags for our CLI")
     args = parser.parse_args()
@@ -101,7 +103,8 @@ def main() -> None:
             out = work / f"ours_{method}_{parts}"
             cmd = [sys.executable, "-m", "pipelines.partition", "--graph_schema", schema,
                    "--output_dir", str(out), "--graph_name", "mag", "--num_parts", str(parts),
-                   "--part_method", method, *args.extra]  # fmt: skip
+                   "--part_method", method, "--num_hops", str(args.num_hops), "--overwrite",
+                   *args.extra]  # fmt: skip
             seconds, rss = timed(cmd, work / f"ours_{method}_{parts}.log")
             report = json.loads((out / "partition_report.json").read_text())
             worst = max(
@@ -112,7 +115,8 @@ def main() -> None:
         for method in args.dgl_methods:
             out = work / f"dgl_{method}_{parts}"
             cmd = [str(dgl_python), str(ROOT / "tests/oracle/dgl_partition_bench.py"),
-                   str(work / "graph.npz"), str(out), str(parts), method]  # fmt: skip
+                   str(work / "graph.npz"), str(out), str(parts), method,
+                   str(args.num_hops)]  # fmt: skip
             seconds, rss = timed(cmd, work / f"dgl_{method}_{parts}.log")
             with np.load(out / "assignment.npz") as a:
                 worst = 0.0
@@ -122,6 +126,7 @@ def main() -> None:
                     worst = max(worst, counts.max() / mean - 1, 1 - counts.min() / mean)
             cut = dgl_cut(out / "assignment.npz", edges)
             rows.append(("DGL 2.1.0", method, parts, seconds, rss, cut, worst))
+    print(f"num_hops {args.num_hops}")
     print("| tool | method | parts | wall s | peak RSS MB | edge cut | worst type imbalance |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for tool, method, parts, seconds, rss, cut, worst in rows:

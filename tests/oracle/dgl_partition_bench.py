@@ -2,7 +2,7 @@
 
 Run with the side venv's interpreter (scripts/setup_dgl_oracle.sh builds it):
 
-    $DGL_VENV/bin/python tests/oracle/dgl_partition_bench.py GRAPH.npz OUT_DIR NUM_PARTS METHOD
+    $DGL_VENV/bin/python tests/oracle/dgl_partition_bench.py GRAPH.npz OUT_DIR NUM_PARTS METHOD [HOPS]
 
 GRAPH.npz holds `ntypes` and `etypes` (str arrays; etypes as "src:rel:dst"), `num_nodes`
 (int64, one per ntype), `src_<i>`/`dst_<i>` (int64 per-type ids of etype i) and node
@@ -28,6 +28,7 @@ import torch
 def main() -> None:
     graph_path, out_dir, num_parts, method = sys.argv[1:5]
     num_parts = int(num_parts)
+    num_hops = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     with np.load(graph_path, allow_pickle=False) as npz:
         ntypes = [str(t) for t in npz["ntypes"]]
         etypes = [tuple(str(e).split(":")) for e in npz["etypes"]]
@@ -43,7 +44,13 @@ def main() -> None:
         g.nodes[ntype].data[name] = torch.from_numpy(value)
     start = time.time()
     orig_nids, _ = dgl.distributed.partition_graph(
-        g, "bench", num_parts, out_dir, part_method=method, return_mapping=True
+        g,
+        "bench",
+        num_parts,
+        out_dir,
+        part_method=method,
+        num_hops=num_hops,
+        return_mapping=True,
     )
     seconds = time.time() - start
     with open(os.path.join(out_dir, "bench.json")) as f:
