@@ -13,6 +13,7 @@ goes to Beam's PipelineOptions.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import time
@@ -21,7 +22,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import accounting
-from pipelines.runner import make_runner, pipeline_options, run_main
+from pipelines.runner import new_pipeline, run_main, submit
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
 from sampler.errors import UserError
 from sampler.partition.assign import METIS_MAX_ADJACENCY
@@ -145,24 +146,46 @@ def make_config(args, graph) -> PartitionConfig:
     )
 
 
-def main_body(argv) -> None:
+@dataclasses.dataclass
+class Construction:
+    """A partition pipeline built from the CLI flags but not run yet."""
+
+    pipeline: beam.Pipeline
+    graph: object
+    output_dir: str  # --output_dir without a trailing slash
+    config: PartitionConfig
+
+
+def construct(argv) -> Construction:
+    """Parses `argv`, checks the flags against the graph and builds the whole pipeline (read,
+    partition, write, bad records) without running it.
+
+    `main` runs what this returns; tests build the same pipeline for other runners (for
+    example a Dataflow dry run) through exactly this code path. Nothing is written, and
+    --output_dir is not looked at (check_output does that).
+    """
     args, beam_args = parse_args(argv)
     graph = load_graph(args.graph_schema)
     config = make_config(args, graph)
     GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
     output_dir = args.output_dir.rstrip("/")
-    check_output(graph, args, output_dir)
-    start = time.time()
-    pipeline = beam.Pipeline(
-        runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
-    )
+    pipeline = new_pipeline(beam_args, args.runner)
     partition = PartitionGraph(graph, config, output_dir, args.max_bad_records)
     _ = pipeline | "Partition" >> partition
     accounting.write_bad_records(partition.bad_records, output_dir)
-    result = pipeline.run()
+    return Construction(pipeline, graph, output_dir, config)
+
+
+def main_body(argv) -> None:
+    start = time.time()
+    args = parse_args(argv)[0]
+    job = construct(argv)
+    output_dir = job.output_dir
+    check_output(job.graph, args, output_dir)
+    result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
     result.wait_until_finish()
     counters = accounting.beam_counters(result)
-    issues = accounting.graph_issues(graph, counters)
+    issues = accounting.graph_issues(job.graph, counters)
     try:
         accounting.check_bad_records(counters, args.max_bad_records, output_dir)
         accounting.check_strict(issues, accounting.parse_strict(args.strict))
@@ -175,7 +198,7 @@ def main_body(argv) -> None:
     print_summary(report, output_dir, time.time() - start)
     data = accounting.summary(
         argv, args, counters, time.time() - start,
-        partition=accounting.partition_accounting(graph, report, counters),
+        partition=accounting.partition_accounting(job.graph, report, counters),
         graph_issues=issues,
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")

@@ -6,6 +6,7 @@ import logging
 import re
 import sys
 
+import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
@@ -31,6 +32,21 @@ def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOption
     """Beam's options from every flag the CLI did not take itself."""
     extra = [] if runner in LOCAL_RUNNERS else [f"--runner={runner}"]
     return PipelineOptions(list(beam_args) + extra)
+
+
+def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
+    """The pipeline a CLI builds its stages on: `runner` (make_runner), Beam's options from
+    every flag the CLI did not take itself."""
+    return beam.Pipeline(runner=make_runner(runner), options=pipeline_options(beam_args, runner))
+
+
+def submit(pipeline: beam.Pipeline):
+    """Starts `pipeline` and returns its result without waiting for it; for a Dataflow job,
+    prints its id and console URL (remote_job_lines) at once."""
+    result = pipeline.run()
+    for line in remote_job_lines(result, pipeline.options):
+        print(line, flush=True)
+    return result
 
 
 def remote_job_lines(result, options: PipelineOptions) -> list[str]:

@@ -22,13 +22,7 @@ from google.protobuf import text_format
 
 from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
-from pipelines.runner import (
-    make_runner,
-    output_shards,
-    pipeline_options,
-    remote_job_lines,
-    run_main,
-)
+from pipelines.runner import new_pipeline, output_shards, run_main, submit
 from sampler import graph_io
 from sampler.beam.graph import ReadGraph, ReadSeedIds
 from sampler.beam.sample import (
@@ -201,9 +195,7 @@ def construct(argv) -> Construction:
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
-    pipeline = beam.Pipeline(
-        runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
-    )
+    pipeline = new_pipeline(beam_args, args.runner)
     batches = build(pipeline, graph, plan, args)
     temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
@@ -222,10 +214,8 @@ def main_body(argv) -> None:
     check_output(graph, args)
     job = construct(argv)
     with Progress(parse_args(argv)[0].progress_interval) as progress:
-        result = job.pipeline.run()
+        result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         progress.result = result  # a remote job returns at once: poll its counters
-        for line in remote_job_lines(result, job.pipeline.options):
-            print(line, flush=True)
         result.wait_until_finish()
     remove_temp_dir(job.temp_dir)
     counters = counters_of(result)

@@ -29,6 +29,7 @@ from apache_beam.portability import common_urns, python_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.internal import apiclient
 
+from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
 from sampler import synthetic
 from sampler.plan import load_sampling_spec, make_plan
@@ -339,22 +340,25 @@ def part_graph(tmp_path_factory):
 
 
 def dry_run_partition(argv):
-    """The partition stage as `python -m pipelines.partition argv` builds it (the CLI's
-    main_body up to `run`, which has no construct() of its own yet), run as a dry run."""
-    from pipelines import partition as partition_cli
-    from pipelines.runner import make_runner, pipeline_options
-    from sampler.beam.partition import PartitionGraph
-    from sampler.partition.graph import GraphTypes
+    """Builds the partition stage exactly as `python -m pipelines.partition argv` does, and
+    runs it on the DataflowRunner in dry-run mode. Returns (construction, result)."""
+    job = partition_cli.construct(argv)
+    return job, job.pipeline.run()
 
-    args, beam_args = partition_cli.parse_args(argv)
-    graph = load_graph(args.graph_schema)
-    config = partition_cli.make_config(args, graph)
-    GraphTypes.from_graph(graph)
-    pipeline = beam.Pipeline(
-        runner=make_runner(args.runner), options=pipeline_options(beam_args, args.runner)
-    )
-    _ = pipeline | "Partition" >> PartitionGraph(graph, config, args.output_dir.rstrip("/"))
-    return beam_args, pipeline.run()
+
+def partition_argv(graph_schema, output_dir, *extra):
+    return [
+        "--graph_schema",
+        graph_schema,
+        "--output_dir",
+        output_dir,
+        "--graph_name",
+        "mag",
+        "--num_parts",
+        "4",
+        *extra,
+        *[a.replace("graph-sample-", "graph-partition-") for a in DATAFLOW],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -366,26 +370,18 @@ def dry_run_partition(argv):
     ],
 )
 def test_partition_job_builds_on_dataflow_dry_run(part_graph, tmp_path, method, stage, extra):
-    argv = [
-        "--graph_schema",
-        part_graph,
-        "--output_dir",
-        "gs://fake-bucket/parts",
-        "--graph_name",
-        "mag",
-        "--num_parts",
-        "4",
-        "--part_method",
-        method,
-        *extra,
-        *[a.replace("graph-sample-", "graph-partition-") for a in DATAFLOW],
-    ]
-    beam_args, result = dry_run_partition(argv)
-    assert unknown_options(beam_args) == set()
-    dataflow_job, proto = check_job(None, result)
+    argv = partition_argv(
+        part_graph, "gs://fake-bucket/parts/", "--part_method", method, "--seed", "3", *extra
+    )
+    assert unknown_options(partition_cli.parse_args(argv)[1]) == set()
+    job, result = dry_run_partition(argv)
+    assert job.output_dir == "gs://fake-bucket/parts"
+    assert (job.config.part_method, job.config.num_parts, job.config.seed) == (method, 4, 3)
+    dataflow_job, proto = check_job(job, result)
     assert dataflow_job.proto.name == "graph-partition-dry-run"
     names = stage_names(proto)
     assert {"Partition/Read", "Partition/Classes", stage, "Partition/Write"} <= names
+    assert "WriteBadRecords" in names  # the dead letters main() checks after the run
     payloads = pickled_payloads(proto)
     assert len([n for n in payloads if n.startswith("Partition/")]) >= 15
     dump = tmp_path / "payloads.pkl"
@@ -401,3 +397,55 @@ def test_partition_job_builds_on_dataflow_dry_run(part_graph, tmp_path, method, 
     (pool,) = job_request_environment(dataflow_job).worker_pools
     assert pool.worker_harness_container_image == IMAGE
     assert pool.machine_type == "n2-highmem-4"
+
+
+# --------------------------------------------------------------------------- both stages
+
+
+class Waited(Exception):
+    """Raised by FakeDataflowResult.wait_until_finish: the CLI got as far as waiting."""
+
+
+class FakeDataflowResult:
+    """What DataflowRunner.run returns once a job is submitted (DataflowPipelineResult):
+    a job id, and a wait that here stops the CLI, recording what it had printed by then."""
+
+    has_job = True
+
+    def __init__(self, capsys):
+        self._capsys = capsys
+
+    def job_id(self):
+        return "2026-01-02_03_04_05-123"
+
+    def wait_until_finish(self, duration=None):
+        raise Waited(self._capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("stage", ["sample", "partition"])
+def test_cli_prints_the_dataflow_job_before_waiting(mag, part_graph, tmp_path, stage, capsys):
+    """The CLIs print the job id and console URL right after submission, before waiting:
+    scripts/launch_dataflow.sh reads `dataflow job: ID` from that output."""
+    if stage == "sample":
+        cli = sample_cli
+        argv = [*sample_argv(mag, "--progress_interval", "0")]
+        argv[argv.index("gs://fake-bucket/samples/samples@16")] = str(tmp_path / "out/s@2")
+    else:
+        cli = partition_cli
+        argv = partition_argv(part_graph, str(tmp_path / "parts"))
+    submitted = []
+
+    def run(pipeline, test_runner_api="AUTO"):
+        submitted.append(pipeline)
+        return FakeDataflowResult(capsys)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(beam.Pipeline, "run", run)
+        with pytest.raises(Waited) as waited:
+            cli.main_body(argv)
+    assert len(submitted) == 1
+    url = "https://console.cloud.google.com/dataflow/jobs/europe-west4/2026-01-02_03_04_05-123"
+    assert str(waited.value).splitlines()[-2:] == [
+        "dataflow job: 2026-01-02_03_04_05-123",
+        f"console: {url}?project=fake-project",
+    ]
