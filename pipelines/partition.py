@@ -68,7 +68,17 @@ def parse_args(argv):
         "--num_shards", type=int, default=16, help="Node shards per node type (parallelism)."
     )
     parser.add_argument(
-        "--lp_rounds", type=int, default=20, help="Label propagation rounds (--part_method lp)."
+        "--lp_rounds",
+        type=int,
+        default=5,
+        help="Balanced label propagation rounds that refine lp's start (--part_method lp).",
+    )
+    parser.add_argument(
+        "--lp_cluster_rounds",
+        type=int,
+        default=12,
+        help="--part_method lp: rounds of label propagation clustering whose clusters, packed "
+        "into parts, are the start of the --lp_rounds rounds (0: start from random parts).",
     )
     parser.add_argument(
         "--metis_max_adjacency",
@@ -112,8 +122,10 @@ def make_config(args, graph) -> PartitionConfig:
             f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
             "between partitions, so cut edges would be lost)"
         )
-    if args.seed < 0 or args.num_shards < 1 or args.lp_rounds < 0:
-        raise UserError("--seed and --lp_rounds must be >= 0, --num_shards >= 1")
+    if args.seed < 0 or args.num_shards < 1 or args.lp_rounds < 0 or args.lp_cluster_rounds < 0:
+        raise UserError(
+            "--seed, --lp_rounds and --lp_cluster_rounds must be >= 0, --num_shards >= 1"
+        )
     if args.balance_ntypes:
         types = GraphTypes.from_graph(graph)
         found = False
@@ -142,6 +154,7 @@ def make_config(args, graph) -> PartitionConfig:
         balance_edges=args.balance_edges,
         num_hops=args.num_hops,
         lp_rounds=args.lp_rounds,
+        lp_cluster_rounds=args.lp_cluster_rounds,
         metis_max_adjacency=args.metis_max_adjacency,
     )
 

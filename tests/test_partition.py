@@ -18,7 +18,7 @@ from pipelines import cli
 from pipelines import partition as partition_cli
 from sampler import synthetic
 from sampler.errors import UserError
-from sampler.partition import assign
+from sampler.partition import assign, clustering
 from sampler.partition.layout import Layout, rank_within
 from tests.partition_helpers import run_partition
 
@@ -95,6 +95,213 @@ def test_lp_quotas_keep_parts_within_bounds():
     assert quotas.level[0, 1, 0] == 2 and quotas.fraction[0, 1, 0] == 1.0
     assert quotas.level[0, 0, 1] == 1  # the 10 gain-5 moves, then 13 of the 50 gain-1 ones
     assert quotas.fraction[0, 0, 1] == pytest.approx(13 / 50)
+
+
+def lp_shards(num_nodes: int, src, dst, classes, parts, num_shards: int) -> list:
+    """LPShards of a homogeneous graph cut into contiguous id ranges (shard key = index)."""
+    bounds = np.linspace(0, num_nodes, num_shards + 1).astype(np.int64)
+    shard_of = np.searchsorted(bounds, np.arange(num_nodes), side="right") - 1
+    u, v = np.concatenate([src, dst]), np.concatenate([dst, src])
+    u, v = u[u != v], v[u != v]
+    out = []
+    for s in range(num_shards):
+        lo, hi = bounds[s], bounds[s + 1]
+        m = shard_of[u] == s
+        adjacency = assign.build_lp_adjacency(
+            hi - lo, u[m] - lo, shard_of[v[m]], v[m] - bounds[shard_of[v[m]]]
+        )
+        rows = slice(lo, hi)
+        degree = np.bincount(dst, minlength=num_nodes)[rows]
+        out.append(assign.LPShard(s, int(lo), parts[rows], classes[rows], degree, *adjacency))
+    return out
+
+
+def inboxes(messages_per_shard: list, num_shards: int) -> list:
+    inbox = [[] for _ in range(num_shards)]
+    for messages in messages_per_shard:
+        for key, *message in messages:
+            inbox[key].append(tuple(message))
+    return inbox
+
+
+def run_clustering(shards: list, rounds: int, num_parts: int, seed: int = 0) -> np.ndarray:
+    """The clustering rounds of sampler/beam/clustering.py, in memory: labels by node."""
+    clusters = [clustering.start_clusters(s) for s in shards]
+    cap = sum(len(s.parts) for s in shards) / (clustering.CLUSTER_CAP_DIVISOR * num_parts)
+    buckets = 3
+
+    def by_bucket(pieces):
+        out = {}
+        for b, labels, sums in pieces:
+            out.setdefault(b, []).append((labels, sums))
+        return out
+
+    def table(pieces):
+        labels = np.concatenate([p[0] for p in pieces] + [np.zeros(0, np.int64)])
+        values = np.concatenate([p[1] for p in pieces] + [np.zeros(0)])
+        order = np.argsort(labels)
+        return labels[order], values[order]
+
+    for r in range(rounds):
+        ones = [
+            piece
+            for c in clusters
+            for piece in clustering.label_pieces(c.labels, np.ones((len(c.labels), 1)), buckets)
+        ]
+        sums = {b: clustering.sum_pieces(p) for b, p in by_bucket(ones).items()}
+        full = [clustering.big_labels_of(lab, x, cap, 1) for lab, x in sums.values()]
+        full = table([(lab, x[:, 0]) for lab, x in full])[0]
+        inbox = inboxes([clustering.cluster_messages(c) for c in clusters], len(shards))
+        proposals = [
+            clustering.cluster_propose(c, inbox[i], full, seed, r, buckets)
+            for i, c in enumerate(clusters)
+        ]
+        joiners = by_bucket([piece for pieces in proposals for piece in pieces])
+        limited, fraction = table(
+            [
+                clustering.cluster_admission(sums[b][0], sums[b][1][:, 0], j, cap)
+                for b, j in joiners.items()
+            ]
+        )
+        clusters = [clustering.cluster_apply(c, limited, fraction, seed, r) for c in clusters]
+    return np.concatenate([c.labels for c in clusters])
+
+
+def cliques(num: int, size: int, bridges: int, seed: int):
+    """Edges of `num` disjoint cliques of `size` nodes (node i in clique i // size), plus
+    `bridges` random edges between them."""
+    rng = np.random.default_rng(seed)
+    a, b = np.triu_indices(size, 1)
+    src = np.concatenate([a + k * size for k in range(num)])
+    dst = np.concatenate([b + k * size for k in range(num)])
+    extra = rng.integers(0, num * size, (2, bridges))
+    return np.concatenate([src, extra[0]]), np.concatenate([dst, extra[1]])
+
+
+def test_clustering_recovers_cliques_whatever_the_sharding():
+    num, size = 6, 12
+    n = num * size
+    src, dst = cliques(num, size, bridges=8, seed=1)
+    zeros = np.zeros(n, np.int64)
+    labels = run_clustering(lp_shards(n, src, dst, zeros, zeros, 1), 12, num_parts=2)
+    clique = np.arange(n) // size
+    for k in range(num):
+        assert len(np.unique(labels[clique == k])) == 1, k
+    assert len(np.unique(labels)) == num
+    again = run_clustering(lp_shards(n, src, dst, zeros, zeros, 3), 12, num_parts=2)
+    np.testing.assert_array_equal(labels, again)
+
+
+def test_cluster_cap_holds_in_one_big_clique():
+    n, num_parts = 300, 3  # cap = 300 / (2 * 3) = 50 nodes; uncapped, the clique is one cluster
+    a, b = np.triu_indices(n, 1)
+    zeros = np.zeros(n, np.int64)
+    labels = run_clustering(lp_shards(n, a, b, zeros, zeros, 2), 10, num_parts)
+    sizes = np.bincount(np.unique(labels, return_inverse=True)[1])
+    cap = n / (clustering.CLUSTER_CAP_DIVISOR * num_parts)
+    # Admission is a hash draw per proposal: the cap holds up to its random spread.
+    assert 0.8 * cap <= sizes.max() <= 1.3 * cap
+
+
+def test_cluster_admission_fills_clusters_up_to_the_cap():
+    labels, sizes = np.array([3, 5, 7, 9]), np.array([10, 20, 30, 2])
+    # Proposals into 3, 5 and 9 (5 each, from two shards), and into 11, a new label (size 0
+    # is impossible, but the kernel must not fail on labels it does not know).
+    joiners = [
+        (np.array([3, 5, 9]), np.array([[2.0], [3.0], [5.0]])),
+        (np.array([3, 5, 11]), np.array([[3.0], [2.0], [30.0]])),
+    ]
+    limited, fraction = clustering.cluster_admission(labels, sizes, joiners, 22.0)
+    # 3: 10 + 5 <= 22, all admitted. 5: 20 + 5 > 22: 2 of 5. 9: 2 + 5 fine. 11: 22 of 30.
+    np.testing.assert_array_equal(limited, [5, 11])
+    np.testing.assert_allclose(fraction, [2 / 5, 22 / 30])
+    assert clustering.cluster_admission(labels, sizes, [], 22.0)[0].size == 0
+
+
+def test_pack_clusters_keeps_every_class_near_its_mean():
+    rng = np.random.default_rng(3)
+    num_parts = 4
+    sums = rng.integers(1, 20, (40, 2)).astype(np.float64)  # 40 clusters, 2 classes
+    labels = rng.permutation(1000)[:40].astype(np.int64)
+    totals = sums.sum(axis=0)
+    packing = clustering.pack_clusters(labels, sums, totals, num_parts, 2)
+    fill = np.zeros((num_parts, 2))
+    np.add.at(fill, packing.parts[np.searchsorted(packing.labels, labels)], sums)
+    # Largest first into the emptiest part: no part is over its mean by more than a cluster.
+    assert (fill - totals / num_parts <= sums.max(axis=0)).all()
+    assert (np.abs(fill - totals / num_parts) < 0.1 * totals / num_parts).all()
+    # Nodes follow their cluster: big ones to their packed part, small ones stay together.
+    nodes = np.concatenate([labels[:5], labels[:5], [5000, 5000, 5000, 7, 7]])
+    parts = clustering.packed_parts(nodes, packing, seed=0)
+    packed = dict(zip(packing.labels.tolist(), packing.parts.tolist(), strict=True))
+    assert parts[:10].tolist() == [packed[x] for x in nodes[:10].tolist()]
+    assert len(set(parts[10:13])) == 1 and parts[13] == parts[14]
+
+
+def test_packed_small_clusters_go_where_there_is_room():
+    packing = clustering.ClusterPacking(
+        np.zeros(0, np.int64), np.zeros(0, np.int64), np.array([0.0, 0.25, 0.75])
+    )
+    parts = clustering.packed_parts(np.arange(4000, dtype=np.int64), packing, seed=0)
+    share = np.bincount(parts, minlength=3) / 4000
+    assert share[0] == 0 and abs(share[1] - 0.25) < 0.03 and abs(share[2] - 0.75) < 0.03
+
+
+def run_rebalance(shards: list, num_parts: int, seed: int = 0) -> list:
+    """One rebalance round of sampler/beam/clustering.py, in memory (no --balance_edges)."""
+    counts = {}
+    for s in shards:
+        for key, n in clustering.group_counts(clustering.group_keys(s, False), s.parts).items():
+            counts[key] = counts.get(key, 0) + n
+    keys, sizes = clustering.group_table(counts, num_parts)
+    groups = [np.searchsorted(keys, clustering.group_keys(s, False)) for s in shards]
+    inbox = inboxes([assign.lp_messages(s, num_parts) for s in shards], len(shards))
+    rnd = clustering.REBALANCE_ROUND_BASE
+    hist = sum(
+        clustering.rebalance_propose(s, inbox[i], groups[i], sizes, seed, rnd)
+        for i, s in enumerate(shards)
+    )
+    quotas = clustering.rebalance_quotas(hist, sizes)
+    draws = {}
+    for i, s in enumerate(shards):
+        for cell, d in clustering.rebalance_draws(s, groups[i], quotas, seed, rnd).items():
+            draws[cell] = np.concatenate([draws.get(cell, np.zeros(0)), d])
+    quotas = clustering.rebalance_cutoffs(quotas, draws)
+    return [
+        clustering.rebalance_apply(s, groups[i], quotas, seed, rnd) for i, s in enumerate(shards)
+    ]
+
+
+def test_rebalance_moves_exactly_the_excess_cheapest_first():
+    # 3 parts, 2 classes. Class 0: 8 cliques of 10 (parts 0, 0, 0, 0, 0, 1, 1, 2), plus 10
+    # isolated nodes in part 0: sizes 60 / 20 / 10, mean 30. Class 1: 9 isolated nodes in
+    # part 2: 0 / 0 / 9 (mean 3).
+    src, dst = cliques(8, 10, bridges=0, seed=0)
+    n = 99
+    classes = np.r_[np.zeros(90, np.int64), np.ones(9, np.int64)]
+    parts = np.r_[np.repeat([0, 0, 0, 0, 0, 1, 1, 2], 10), np.zeros(10), np.full(9, 2)]
+    parts = parts.astype(np.int64)
+    for num_shards in (1, 4):
+        shards = lp_shards(n, src, dst, classes, parts.copy(), num_shards)
+        new = np.concatenate([s.parts for s in run_rebalance(shards, 3)])
+        for c in (0, 1):
+            counts = np.bincount(new[classes == c], minlength=3)
+            assert counts.tolist() == ([30, 30, 30] if c == 0 else [3, 3, 3]), (c, counts)
+        moved = np.flatnonzero(new != parts)
+        # The 10 isolated nodes (no loss) move first; then 20 clique nodes of part 0.
+        assert set(range(80, 90)) <= set(moved.tolist())
+        assert len(moved) == 30 + 6
+        if num_shards == 1:
+            first = new
+        np.testing.assert_array_equal(new, first)
+
+
+def test_gain_levels_rank_losses():
+    levels = clustering.gain_level(np.array([5, 1, 0, -1, -2, -3, -100, -(10**9)]))
+    top = clustering.REBALANCE_LEVELS - 1
+    assert levels[0] == levels[1] == top and levels[2] == top - 1
+    assert (np.diff(levels[1:]) < 0).all()  # every loss ranks below a smaller one
+    assert levels[-1] == 0
 
 
 def test_metis_refuses_graphs_past_its_limit():

@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 from sampler import ids
 from sampler.adjacency import edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch
+from sampler.beam.clustering import ClusterStart
 from sampler.beam.graph import ReadEdgeSet, ReadNodeSet
 from sampler.beam.halo import HaloHops
 from sampler.graph_io import latent_ends
@@ -53,6 +54,7 @@ class PartitionConfig:
     num_hops: int
     lp_rounds: int
     metis_max_adjacency: int
+    lp_cluster_rounds: int = 0  # > 0: lp starts from clusters (sampler/beam/clustering.py)
 
 
 # --------------------------------------------------------------------------- small combines
@@ -612,6 +614,8 @@ class LabelPropagation(beam.PTransform):
     neighbours are in; the proposals are summed into a small histogram per
     (class, from, to, gain), from which one global step decides how many moves each pair of
     parts may accept without breaking the balance bounds; the shards apply them.
+    With --lp_cluster_rounds > 0 (and 2 or more parts), the start is not `initial` but
+    ClusterStart's: clusters of the graph packed into parts, then rebalanced.
     """
 
     def __init__(self, config: PartitionConfig, types: GraphTypes):
@@ -743,6 +747,8 @@ class LabelPropagation(beam.PTransform):
             | "JoinState" >> beam.CoGroupByKey()
             | "Init" >> beam.ParDo(self._Init(shards), beam.pvalue.AsSingleton(starts))
         )
+        if config.lp_cluster_rounds > 0 and config.num_parts > 1:
+            state = (state, class_table) | "ClusterStart" >> ClusterStart(config)
         for r in range(config.lp_rounds):
             sent = state | f"Round{r}/Send" >> beam.ParDo(
                 self._Send(config.num_parts)
@@ -1095,6 +1101,7 @@ class WritePartitions(beam.PTransform):
             "balance_edges": config.balance_edges,
             "num_hops": config.num_hops,
             "lp_rounds": config.lp_rounds if config.part_method == "lp" else 0,
+            "lp_cluster_rounds": config.lp_cluster_rounds if config.part_method == "lp" else 0,
             "skipped_features": list(self._types.skipped_features),
         }
 
