@@ -16,20 +16,10 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
+from sampler.beam.combiners import Fold, MergeCounts, add
 from sampler.partition import assign, clustering
 
 NAMESPACE = "partition"
-
-
-def _add(a, b):
-    return a + b
-
-
-def _merge_counts(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return out
 
 
 def _merge_draws(a: dict, b: dict) -> dict:
@@ -41,29 +31,6 @@ def _merge_draws(a: dict, b: dict) -> dict:
 
 def _concat_tables(a: tuple, b: tuple) -> tuple:
     return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
-
-
-class _Fold(beam.CombineFn):
-    """Folds the values with `add(a, b)` (new objects, inputs untouched); None if none."""
-
-    def __init__(self, add):
-        self._add = add
-
-    def create_accumulator(self):
-        return None
-
-    def add_input(self, acc, value):
-        return value if acc is None else self._add(acc, value)
-
-    def merge_accumulators(self, accs):
-        out = None
-        for a in accs:
-            if a is not None:
-                out = self.add_input(out, a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
 
 
 class _Send(beam.DoFn):
@@ -161,7 +128,7 @@ def _big_table(sums, label: str, big):
     return (
         sums
         | f"{label}OfBucket" >> big
-        | label >> beam.CombineGlobally(_Fold(_concat_tables))
+        | label >> beam.CombineGlobally(Fold(_concat_tables))
         | f"Sort{label}" >> beam.Map(_sorted)
     )
 
@@ -282,7 +249,7 @@ class _Pack(beam.PTransform):
                 lambda kv, t: self._columns(kv[1], t).sum(axis=0),
                 beam.pvalue.AsSingleton(class_table),
             )
-            | "Totals" >> beam.CombineGlobally(_Fold(_add))
+            | "Totals" >> beam.CombineGlobally(Fold(add))
         )
         sums = (clusters, class_table) | "Sums" >> _BucketSums(config.num_shards, self._columns)
         table = _big_table(
@@ -357,7 +324,7 @@ class _RebalanceRound(beam.PTransform):
         sizes = (
             state
             | "GroupCounts" >> beam.Map(self._counts)
-            | "SumGroups" >> beam.CombineGlobally(_Fold(_merge_counts))
+            | "SumGroups" >> beam.CombineGlobally(MergeCounts())
             | "Sizes" >> beam.Map(lambda c: clustering.group_table(c or {}, num_parts))
         )
         sent = state | "Send" >> beam.ParDo(
@@ -368,7 +335,7 @@ class _RebalanceRound(beam.PTransform):
         ).with_outputs("hist", main="state")
         quotas = (
             proposed.hist
-            | "SumHist" >> beam.CombineGlobally(_Fold(_add))
+            | "SumHist" >> beam.CombineGlobally(Fold(add))
             | "Quotas" >> beam.Map(self._quotas, beam.pvalue.AsSingleton(sizes))
         )
         draws = (
@@ -377,7 +344,7 @@ class _RebalanceRound(beam.PTransform):
             >> beam.Map(
                 self._draws, beam.pvalue.AsSingleton(sizes), beam.pvalue.AsSingleton(quotas)
             )
-            | "AllDraws" >> beam.CombineGlobally(_Fold(_merge_draws))
+            | "AllDraws" >> beam.CombineGlobally(Fold(_merge_draws))
         )
         exact = quotas | "Cutoffs" >> beam.Map(
             lambda q, d: clustering.rebalance_cutoffs(q, d or {}), beam.pvalue.AsSingleton(draws)

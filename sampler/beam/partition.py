@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 from sampler import ids
 from sampler.adjacency import edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch
+from sampler.beam import combiners
 from sampler.beam.clustering import ClusterStart
 from sampler.beam.graph import ReadEdgeSet, ReadNodeSet
 from sampler.beam.halo import HaloHops
@@ -55,73 +56,6 @@ class PartitionConfig:
     lp_rounds: int
     metis_max_adjacency: int
     lp_cluster_rounds: int = 0  # > 0: lp starts from clusters (sampler/beam/clustering.py)
-
-
-# --------------------------------------------------------------------------- small combines
-
-
-class _SumArrays(beam.CombineFn):
-    """Sums numpy arrays of one fixed shape (count tables)."""
-
-    def __init__(self, shape: tuple[int, ...]):
-        self._shape = shape
-
-    def create_accumulator(self):
-        return np.zeros(self._shape, dtype=np.int64)
-
-    def add_input(self, acc, value):
-        acc += value
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = self.create_accumulator()
-        for a in accs:
-            out += a
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class _SumTuples(beam.CombineFn):
-    """Sums tuples of numpy arrays elementwise (the label propagation summaries)."""
-
-    def create_accumulator(self):
-        return None
-
-    def add_input(self, acc, value):
-        return value if acc is None else tuple(a + v for a, v in zip(acc, value, strict=True))
-
-    def merge_accumulators(self, accs):
-        out = None
-        for a in accs:
-            if a is not None:
-                out = self.add_input(out, a)
-        return out
-
-    def extract_output(self, acc):
-        return acc
-
-
-class _MergeDicts(beam.CombineFn):
-    """Merges {key: count} dicts by summing, returned with sorted keys."""
-
-    def create_accumulator(self):
-        return {}
-
-    def add_input(self, acc, value):
-        for k, v in value.items():
-            acc[k] = acc.get(k, 0) + v
-        return acc
-
-    def merge_accumulators(self, accs):
-        out = {}
-        for a in accs:
-            self.add_input(out, a)
-        return out
-
-    def extract_output(self, acc):
-        return dict(sorted(acc.items()))
 
 
 def _key_shard(element):
@@ -328,7 +262,7 @@ class ReadPartitionGraph(beam.PTransform):
         starts = (
             unnumbered
             | "NodeCounts" >> beam.Map(lambda x: {(x.ntype, x.shard): len(x)})
-            | "SumNodeCounts" >> beam.CombineGlobally(_MergeDicts())
+            | "SumNodeCounts" >> beam.CombineGlobally(combiners.MergeCounts())
             | "NodeStarts" >> beam.Map(shard_starts, len(types.ntypes), shards)
         )
         nodes = unnumbered | "NumberNodes" >> beam.ParDo(
@@ -348,7 +282,7 @@ class ReadPartitionGraph(beam.PTransform):
         edge_starts = (
             unnumbered_edges
             | "EdgeCounts" >> beam.Map(lambda x: {(x.etype, x.shard): len(x)})
-            | "SumEdgeCounts" >> beam.CombineGlobally(_MergeDicts())
+            | "SumEdgeCounts" >> beam.CombineGlobally(combiners.MergeCounts())
             | "EdgeStarts" >> beam.Map(shard_starts, len(types.etypes), shards)
         )
         edges = unnumbered_edges | "NumberEdges" >> beam.ParDo(
@@ -433,7 +367,7 @@ class NodeClasses(beam.PTransform):
             values
             | "ClassKeys"
             >> beam.Map(lambda kv: {(kv[0][0], int(v)): 1 for v in np.unique(kv[1][1])})
-            | "AllClasses" >> beam.CombineGlobally(_MergeDicts())
+            | "AllClasses" >> beam.CombineGlobally(combiners.MergeCounts())
             | "ClassTable" >> beam.Map(lambda d: sorted(d))
         )
         degree = edges | "InDegree" >> beam.ParDo(
@@ -526,7 +460,7 @@ class RandomParts(beam.PTransform):
         counts = (
             info
             | "GroupCounts" >> beam.ParDo(self._Count(self._groups))
-            | "SumGroupCounts" >> beam.CombineGlobally(_MergeDicts())
+            | "SumGroupCounts" >> beam.CombineGlobally(combiners.MergeCounts())
         )
         return info | "Deal" >> beam.ParDo(
             self._Deal(self._groups, self._config), beam.pvalue.AsSingleton(counts)
@@ -763,7 +697,7 @@ class LabelPropagation(beam.PTransform):
             )
             quotas = (
                 proposed.summary
-                | f"Round{r}/Summary" >> beam.CombineGlobally(_SumTuples())
+                | f"Round{r}/Summary" >> beam.CombineGlobally(combiners.Fold(combiners.add_tuples))
                 | f"Round{r}/Quotas" >> beam.Map(self._quotas)
             )
             state = proposed.state | f"Round{r}/Apply" >> beam.ParDo(
@@ -896,7 +830,7 @@ class NumberNodesAndEdges(beam.PTransform):
         node_counts = (
             parts
             | "NodeCounts" >> beam.ParDo(self._NodeCounts(types, config))
-            | "SumNodeCounts" >> beam.CombineGlobally(_SumArrays(shape_n))
+            | "SumNodeCounts" >> beam.CombineGlobally(combiners.SumArrays(shape_n))
         )
         node_layout = parts | "NodeLayout" >> beam.ParDo(
             self._NodeLayout(), beam.pvalue.AsSingleton(node_counts)
@@ -920,12 +854,12 @@ class NumberNodesAndEdges(beam.PTransform):
         edge_counts = (
             ends.counts
             | "EdgeCountsOnly" >> beam.Map(lambda x: x[0])
-            | "SumEdgeCounts" >> beam.CombineGlobally(_SumArrays(shape_e))
+            | "SumEdgeCounts" >> beam.CombineGlobally(combiners.SumArrays(shape_e))
         )
         cut = (
             ends.counts
             | "CutOnly" >> beam.Map(lambda x: x[1])
-            | "SumCut" >> beam.CombineGlobally(_SumArrays((len(types.etypes),)))
+            | "SumCut" >> beam.CombineGlobally(combiners.SumArrays((len(types.etypes),)))
         )
         lay = node_counts | "Layout" >> beam.Map(
             layout.Layout, beam.pvalue.AsSingleton(edge_counts)
@@ -1145,7 +1079,7 @@ class WritePartitions(beam.PTransform):
             {"info": info | "KeyInfo" >> beam.Map(_key_shard), "parts": parts}
             | "JoinClasses" >> beam.CoGroupByKey()
             | "ClassParts" >> beam.Map(self._class_counts)
-            | "SumClassParts" >> beam.CombineGlobally(_MergeDicts())
+            | "SumClassParts" >> beam.CombineGlobally(combiners.MergeCounts())
         )
         return (
             written.pipeline
