@@ -531,6 +531,22 @@ def test_balance_ntypes_balances_each_value(mag):
         assert max(counts) - min(counts) <= 1, name
 
 
+@pytest.mark.parametrize("method", ["lp", "metis"])
+def test_lp_and_metis_keep_every_balance_class_within_5_percent(mag, method):
+    """Each (type, year) class within 5% of its mean per part, or one node for classes
+    too small for 5% to be a whole node."""
+    root, sharded, _ = mag
+    out = root / f"bn_{method}"
+    run_partition(sharded, str(out), "--num_parts", "3", "--part_method", method,
+                  "--balance_ntypes", "year")  # fmt: skip
+    report = json.loads((out / "partition_report.json").read_text())
+    assert sum(k.startswith("paper/year=") for k in report["class_balance"]) == 10
+    for name, b in report["class_balance"].items():
+        counts = np.array(b["counts"])
+        mean = counts.mean()
+        assert np.abs(counts - mean).max() <= max(0.05 * mean, 1), (name, counts.tolist())
+
+
 # --------------------------------------------------------------------------- CLI
 
 
