@@ -379,6 +379,11 @@ def test_partition_job_builds_on_dataflow_dry_run(part_graph, tmp_path, method, 
     assert (job.config.part_method, job.config.num_parts, job.config.seed) == (method, 4, 3)
     dataflow_job, proto = check_job(job, result)
     assert dataflow_job.proto.name == "graph-partition-dry-run"
+    # Dataflow refuses job graphs over 10 MB; lp's rounds are all in the graph.
+    request = dataflow_job.proto
+    sizes = len(type(request).serialize(request)), proto.ByteSize()
+    print(f"job request {sizes[0]:,} bytes, pipeline proto {sizes[1]:,} bytes")
+    assert max(sizes) < 10_000_000
     names = stage_names(proto)
     assert {"Partition/Read", "Partition/Classes", stage, "Partition/Write"} <= names
     assert "WriteBadRecords" in names  # the dead letters main() checks after the run
