@@ -3,7 +3,7 @@
 `ClusterStart` takes the label propagation states (assign.LPShard keyed by shard key,
 type * num_shards + shard) and returns them with the parts label propagation starts from:
 --lp_cluster_rounds rounds of size-capped clustering, one packing of the clusters into
-parts and REBALANCE_ROUNDS rounds of rebalance. Global facts are small side inputs: the
+parts and the rounds of rebalance. Global facts are small side inputs: the
 big clusters (at most a few per part), counts per (group, part), histograms per
 (group, from, to, gain level).
 """
@@ -73,8 +73,13 @@ class ClusterStart(beam.PTransform):
         for r in range(self._config.lp_cluster_rounds):
             clusters = (clusters, num_nodes) | f"Cluster{r}" >> _ClusterRound(self._config, r)
         state = (clusters, num_nodes, class_table) | "Pack" >> _Pack(self._config)
-        for k in range(clustering.REBALANCE_ROUNDS):
-            state = state | f"Rebalance{k}" >> _RebalanceRound(self._config, k)
+        config = self._config
+        rounds = clustering.rebalance_rounds(config.num_parts)
+        for k in range(rounds):
+            state = state | f"Rebalance{k}" >> _RebalanceRound(config, k, config.balance_edges)
+        for k in range(clustering.CLASS_ROUNDS if config.balance_edges else 0):
+            rebalance = _RebalanceRound(config, rounds + k, by_degree=False)
+            state = state | f"RebalanceClasses{k}" >> rebalance
         return state
 
 
@@ -265,31 +270,30 @@ class _Pack(beam.PTransform):
         return clusters | "Assign" >> beam.Map(self._assign, beam.pvalue.AsSingleton(packing))
 
 
-def _group(state, sizes, config) -> np.ndarray:
+def _group(state, sizes, by_degree: bool) -> np.ndarray:
     """int64 index of each row's group into the group table `sizes` (keys, sizes)."""
-    return np.searchsorted(sizes[0], clustering.group_keys(state, config.balance_edges))
+    return np.searchsorted(sizes[0], clustering.group_keys(state, by_degree))
 
 
 class _RebalanceRound(beam.PTransform):
     """keyed LPShards -> the same with the parts of one round of rebalance: group sizes,
     messages of parts, proposals, quotas, the exact cutoffs of small quotas, moves."""
 
-    def __init__(self, config, index: int):
+    def __init__(self, config, index: int, by_degree: bool):
         super().__init__()
         self._config = config
         self._round = clustering.REBALANCE_ROUND_BASE + index
+        self._by_degree = by_degree  # groups: class x degree bucket, or class alone
 
     def _counts(self, keyed):
         state = keyed[1]
-        return clustering.group_counts(
-            clustering.group_keys(state, self._config.balance_edges), state.parts
-        )
+        return clustering.group_counts(clustering.group_keys(state, self._by_degree), state.parts)
 
     def _propose(self, keyed, sizes):
         key, groups = keyed
         messages = [(rows, part_count) for rows, part_count in groups["messages"]]
         for state in groups["state"]:
-            group = _group(state, sizes, self._config)
+            group = _group(state, sizes, self._by_degree)
             hist = clustering.rebalance_propose(
                 state, messages, group, sizes[1], self._config.seed, self._round
             )
@@ -303,18 +307,19 @@ class _RebalanceRound(beam.PTransform):
 
     def _draws(self, keyed, sizes, quotas):
         state = keyed[1]
-        group = _group(state, sizes, self._config)
+        group = _group(state, sizes, self._by_degree)
         return clustering.rebalance_draws(state, group, quotas, self._config.seed, self._round)
 
     class _Apply(beam.DoFn):
-        def __init__(self, config, round_: int):
+        def __init__(self, config, round_: int, by_degree: bool):
             self._config = config
             self._round = round_
+            self._by_degree = by_degree
             self._moves = Metrics.counter(NAMESPACE, "lp_rebalance_moves")
 
         def process(self, keyed, sizes, quotas):
             key, state = keyed
-            group = _group(state, sizes, self._config)
+            group = _group(state, sizes, self._by_degree)
             new = clustering.rebalance_apply(state, group, quotas, self._config.seed, self._round)
             self._moves.inc(int(np.sum(new.parts != state.parts)))
             yield key, new
@@ -350,7 +355,7 @@ class _RebalanceRound(beam.PTransform):
             lambda q, d: clustering.rebalance_cutoffs(q, d or {}), beam.pvalue.AsSingleton(draws)
         )
         return proposed.state | "Apply" >> beam.ParDo(
-            self._Apply(self._config, self._round),
+            self._Apply(self._config, self._round, self._by_degree),
             beam.pvalue.AsSingleton(sizes),
             beam.pvalue.AsSingleton(exact),
         )

@@ -13,10 +13,12 @@ With --lp_cluster_rounds R > 0, `--part_method lp` does not start from random pa
    by one, largest first, into the part whose fullest class (and class load, with
    --balance_edges) stays lowest. The nodes of smaller clusters go to a part drawn by a
    hash of their cluster, weighted by the room the big ones left, so they stay together.
-3. Rebalance, REBALANCE_ROUNDS rounds: nodes of parts above their group's mean (group:
-   the balance class, times the degree bucket with --balance_edges) propose the part below
-   the mean where most of their neighbours are; the least costly moves are accepted until
-   every group is within (1 +- REBALANCE_IMBALANCE) of its mean.
+3. Rebalance, rebalance_rounds(parts) rounds: nodes of parts above their group's mean
+   (group: the balance class, times the degree bucket with --balance_edges) propose the
+   part below the mean where most of their neighbours are; the least costly moves are
+   accepted until every group is within (1 +- REBALANCE_IMBALANCE) of its mean. With
+   --balance_edges, CLASS_ROUNDS more rounds then balance the classes alone: a class split
+   into small degree buckets could otherwise add up the rounding of every bucket.
 
 Balanced label propagation (assign.lp_*) then refines the cut. Every step is per-shard
 numpy work plus global tables of size ~ parts x classes or ~ parts (big clusters), and
@@ -35,7 +37,14 @@ from sampler.partition import assign
 CLUSTER_MOVE_PROBABILITY = 0.5  # a node may change cluster in a round with this probability
 CLUSTER_CAP_DIVISOR = 2  # a cluster holds about at most nodes / (this * parts) nodes
 PACK_MIN_DIVISOR = 64  # clusters of >= nodes / (this * parts) nodes are packed one by one
-REBALANCE_ROUNDS = 2
+CLASS_ROUNDS = 2  # with --balance_edges: rebalance rounds by class alone, after those by group
+
+
+def rebalance_rounds(num_parts: int) -> int:
+    """Rebalance rounds: a node proposes one part, so more parts need more rounds."""
+    return 2 + int(np.ceil(np.log2(max(num_parts, 2))))
+
+
 REBALANCE_IMBALANCE = 0.01  # rebalance targets; label propagation may then use LP_IMBALANCE
 REBALANCE_LEVELS = 64  # gain levels: 1 or more -> L - 1, 0 -> L - 2, then 4 per halving
 REBALANCE_EXACT = 1024  # up to this many moves at a threshold level are picked exactly
