@@ -261,7 +261,7 @@ def run_rebalance(shards: list, num_parts: int, seed: int = 0) -> list:
         clustering.rebalance_propose(s, inbox[i], groups[i], sizes, seed, rnd)
         for i, s in enumerate(shards)
     )
-    quotas = clustering.rebalance_quotas(hist, sizes)
+    quotas = clustering.rebalance_quotas(hist.dense(), sizes)
     draws = {}
     for i, s in enumerate(shards):
         for cell, d in clustering.rebalance_draws(s, groups[i], quotas, seed, rnd).items():

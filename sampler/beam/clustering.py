@@ -302,8 +302,9 @@ class _RebalanceRound(beam.PTransform):
 
     def _quotas(self, hist, sizes):
         if hist is None:
-            hist = np.zeros(sizes[1].shape + (sizes[1].shape[1], clustering.REBALANCE_LEVELS))
-        return clustering.rebalance_quotas(hist.astype(np.int64), sizes[1])
+            shape = sizes[1].shape + (sizes[1].shape[1], clustering.REBALANCE_LEVELS)
+            return clustering.rebalance_quotas(np.zeros(shape, np.int64), sizes[1])
+        return clustering.rebalance_quotas(hist.dense(), sizes[1])
 
     def _draws(self, keyed, sizes, quotas):
         state = keyed[1]

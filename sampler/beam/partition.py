@@ -656,6 +656,7 @@ class LabelPropagation(beam.PTransform):
         if summary is None:  # no nodes at all
             return assign.LPQuotas(np.zeros((0, 0, 0), np.int64), np.zeros((0, 0, 0)))
         hist, degree, sizes, loads = summary
+        hist, degree = hist.dense(), degree.dense()
         return assign.lp_quotas(
             hist, degree, sizes, loads, sizes.sum(axis=1), loads.sum(axis=1),
             self._config.balance_edges,

@@ -18,6 +18,7 @@ import numpy as np
 
 from sampler import ids
 from sampler.errors import UserError
+from sampler.partition.sparse import SparseCounts
 
 # Degree buckets used by `random` with --balance_edges: floor(log2(in-degree + 1)).
 MAX_DEGREE_BUCKET = 40
@@ -413,12 +414,13 @@ def lp_propose(
     seed: int,
     round_: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Sets state.target / state.gain; returns this shard's summary arrays.
+    """Sets state.target / state.gain; returns this shard's summary.
 
     A node proposes the part where most of its neighbours are (ties broken by a hash),
     if that beats its own part and a hash lets it move this round. Summary:
-    hist[class, from, to, gain level] of proposals, degree[class, from, to] (their total
-    in-degree), sizes[class, part] and loads[class, part] (in-degree) of the shard.
+    hist[class, from, to, gain level] of proposals and degree[class, from, to] (their total
+    in-degree), both SparseCounts; sizes[class, part] and loads[class, part] (in-degree)
+    of the shard, dense.
     """
     n = len(state.parts)
     counts = np.zeros(n * num_parts, dtype=np.float64)
@@ -436,12 +438,11 @@ def lp_propose(
     level = np.minimum(gain, LP_GAIN_LEVELS - 1).astype(np.int64)
     state.target = np.where(propose, best, -1)
     state.gain = np.where(propose, level, 0)
-    hist = np.zeros((num_classes, num_parts, num_parts, LP_GAIN_LEVELS), dtype=np.int64)
-    degree = np.zeros((num_classes, num_parts, num_parts), dtype=np.int64)
     p = np.flatnonzero(propose)
     c, i, j = state.classes[p], state.parts[p], best[p]
-    np.add.at(hist, (c, i, j, level[p]), 1)
-    np.add.at(degree, (c, i, j), state.in_degree[p])
+    cells = (num_classes, num_parts, num_parts)
+    hist = SparseCounts.of(cells + (LP_GAIN_LEVELS,), (c, i, j, level[p]))
+    degree = SparseCounts.of(cells, (c, i, j), state.in_degree[p])
     sizes = np.zeros((num_classes, num_parts), dtype=np.int64)
     loads = np.zeros((num_classes, num_parts), dtype=np.int64)
     np.add.at(sizes, (state.classes, state.parts), 1)

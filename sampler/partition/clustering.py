@@ -33,6 +33,7 @@ import numpy as np
 
 from sampler import ids
 from sampler.partition import assign
+from sampler.partition.sparse import SparseCounts
 
 CLUSTER_MOVE_PROBABILITY = 0.5  # a node may change cluster in a round with this probability
 CLUSTER_CAP_DIVISOR = 2  # a cluster holds about at most nodes / (this * parts) nodes
@@ -324,8 +325,8 @@ def rebalance_propose(
     sizes: np.ndarray,
     seed: int,
     round_: int,
-) -> np.ndarray:
-    """Sets state.target / state.gain; returns hist int64[G, P, P, REBALANCE_LEVELS].
+) -> SparseCounts:
+    """Sets state.target / state.gain; returns the proposals' hist [G, P, P, levels].
 
     messages: lp_messages' (rows, [part, count]) for this shard; group: int64 index of each
     row into sizes (int64[G, P]). Nodes of groups that are out of bounds somewhere, in
@@ -350,10 +351,9 @@ def rebalance_propose(
     level = gain_level(counts[rows, best] - counts[rows, state.parts])
     state.target = np.where(propose, best, -1)
     state.gain = np.where(propose, level, 0)
-    hist = np.zeros((len(sizes), num_parts, num_parts, REBALANCE_LEVELS), np.int64)
     p = np.flatnonzero(propose)
-    np.add.at(hist, (group[p], state.parts[p], best[p], level[p]), 1)
-    return hist
+    shape = (len(sizes), num_parts, num_parts, REBALANCE_LEVELS)
+    return SparseCounts.of(shape, (group[p], state.parts[p], best[p], level[p]))
 
 
 @dataclasses.dataclass
