@@ -522,17 +522,29 @@ def lp_quotas(
             size[i] -= a
             load[j] += a * avg[c, i, j]
             load[i] -= a * avg[c, i, j]
-    # Gain thresholds: the best `quota` proposals of each (class, from, to).
-    above = np.cumsum(hist[..., ::-1], axis=3)[..., ::-1]  # proposals with level >= g
-    level = np.full(quota.shape, LP_GAIN_LEVELS, dtype=np.int64)
-    fraction = np.zeros(quota.shape, dtype=np.float64)
-    for c, i, j in zip(*np.nonzero(quota), strict=True):
-        q = quota[c, i, j]
-        g = int(np.flatnonzero(above[c, i, j] >= q)[-1])
-        strictly_above = above[c, i, j, g + 1] if g + 1 < LP_GAIN_LEVELS else 0
-        level[c, i, j] = g
-        fraction[c, i, j] = (q - strictly_above) / max(hist[c, i, j, g], 1)
+    level, take = quota_levels(hist, quota)
+    there = np.take_along_axis(hist, np.minimum(level, LP_GAIN_LEVELS - 1)[..., None], axis=3)
+    fraction = np.where(quota > 0, take / np.maximum(there[..., 0], 1), 0.0)
     return LPQuotas(level, fraction)
+
+
+def quota_levels(hist: np.ndarray, quota: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gain thresholds that admit the best `quota` proposals of each cell.
+
+    hist int64[..., L]: proposals per cell and gain level (higher is better); quota
+    int64[...]. Returns (level, take), int64[...]: admit every proposal above `level` and
+    `take` of those at it. Cells with no quota get level L (admit nothing) and take 0.
+    """
+    levels = hist.shape[-1]
+    above = np.cumsum(hist[..., ::-1], axis=-1)[..., ::-1]  # proposals with level >= l
+    level = np.full(quota.shape, levels, dtype=np.int64)
+    take = np.zeros(quota.shape, dtype=np.int64)
+    for cell in zip(*np.nonzero(quota), strict=True):
+        q = quota[cell]
+        lev = int(np.flatnonzero(above[cell] >= q)[-1])
+        level[cell] = lev
+        take[cell] = q - (above[cell][lev + 1] if lev + 1 < levels else 0)
+    return level, take
 
 
 def lp_apply(state: LPShard, quotas: LPQuotas, seed: int, round_: int) -> LPShard:

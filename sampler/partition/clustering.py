@@ -392,17 +392,10 @@ def _thresholds(hist: np.ndarray, quota: np.ndarray) -> RebalanceQuotas:
     """The best `quota` proposals of each (group, from, to): a level, and how many to take
     at it. All of the level: cutoff 1; up to REBALANCE_EXACT: the smallest draws (cutoff
     NaN until rebalance_cutoffs); more: each with probability take / proposals there."""
-    levels = hist.shape[3]
-    above = np.cumsum(hist[..., ::-1], axis=3)[..., ::-1]  # proposals with level >= l
-    level = np.full(quota.shape, levels, dtype=np.int64)
-    take = np.zeros(quota.shape, dtype=np.int64)
+    level, take = assign.quota_levels(hist, quota)
     cutoff = np.zeros(quota.shape, dtype=np.float64)
     for g, i, j in zip(*np.nonzero(quota), strict=True):
-        q = quota[g, i, j]
-        lev = int(np.flatnonzero(above[g, i, j] >= q)[-1])
-        there = hist[g, i, j, lev]
-        level[g, i, j] = lev
-        take[g, i, j] = q - (above[g, i, j, lev + 1] if lev + 1 < levels else 0)
+        there = hist[g, i, j, level[g, i, j]]
         if take[g, i, j] >= there:
             cutoff[g, i, j] = 1.0
         elif take[g, i, j] <= REBALANCE_EXACT:
