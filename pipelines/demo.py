@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from pipelines import sample as sample_cli
 from pipelines.runner import run_main
-from sampler import synthetic
-from sampler.encode import decode_subgraph, encode_specs
+from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.schema import load_graph
+from sampler.tools import synthetic
 
 
 def main_body(argv) -> None:

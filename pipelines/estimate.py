@@ -28,14 +28,14 @@ import json
 import numpy as np
 
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
-from sampler.degree_stats import BottomK, degree_stats
-from sampler.estimate import calibrate, estimate, suggest_workers
-from sampler.graph_io import read_seed_ids
 from sampler.ids import fingerprint
 from sampler.io import files
-from sampler.plan import load_sampling_spec, make_plan
-from sampler.probe import run_probe
+from sampler.io.graph_tables import read_seed_ids
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
+from sampler.tools.degree_stats import BottomK, degree_stats
+from sampler.tools.estimate import calibrate, estimate, suggest_workers
+from sampler.tools.probe import run_probe
 
 
 def parse_args(argv):

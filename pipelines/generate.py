@@ -14,7 +14,12 @@ import sys
 import time
 
 from sampler.errors import UserError
-from sampler.synthetic import generate_mag, mag_sampling_spec, write_graph, write_sampling_spec
+from sampler.tools.synthetic import (
+    generate_mag,
+    mag_sampling_spec,
+    write_graph,
+    write_sampling_spec,
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

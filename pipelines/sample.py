@@ -23,8 +23,7 @@ from google.protobuf import text_format
 from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
-from sampler import graph_io
-from sampler.beam.graph import ReadGraph, ReadSeedIds
+from sampler.beam.read import ReadGraph, ReadSeedIds
 from sampler.beam.sample import (
     SampleOnWorkers,
     SampleSubgraphs,
@@ -32,9 +31,10 @@ from sampler.beam.sample import (
     SeedsFromNodeTable,
 )
 from sampler.beam.write import WriteRecordShards
-from sampler.encode import output_schema
 from sampler.errors import UserError
-from sampler.plan import EDGE, NODE, load_sampling_spec, make_plan
+from sampler.io import graph_tables
+from sampler.sample.encode import output_schema
+from sampler.sample.plan import EDGE, NODE, load_sampling_spec, make_plan
 from sampler.schema import load_graph
 
 
@@ -113,11 +113,11 @@ def build(pipeline, graph, plan, args):
     where = placement(graph, args)
     max_bad = getattr(args, "max_bad_records", 0)
     read_graph = ReadGraph(graph, plan, args.num_shards, where == "sharded", max_bad)
-    tables, adjacency = pipeline | "ReadGraph" >> read_graph
-    bad_records = [read_graph.bad_records]
+    tables, adjacency, graph_bad_records = pipeline | "ReadGraph" >> read_graph
+    bad_records = [graph_bad_records]
     if args.input_seeds:
-        read_seeds = ReadSeedIds(args.input_seeds, max_bad)
-        seeds = pipeline | "ReadSeeds" >> read_seeds | "Seeds" >> SeedsFromIds(args.num_shards)
+        read_seeds = pipeline | "ReadSeeds" >> ReadSeedIds(args.input_seeds, max_bad)
+        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(args.num_shards)
         bad_records.append(read_seeds.bad_records)
     else:
         seeds = tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
@@ -157,7 +157,7 @@ def placement(graph, args) -> str:
     """'worker' or 'sharded': both give identical records; they differ in speed and scale."""
     if args.graph_placement != "auto":
         return args.graph_placement
-    size_mb = graph_io.total_bytes(graph) / 2**20
+    size_mb = graph_tables.total_bytes(graph) / 2**20
     return "worker" if size_mb <= args.worker_graph_limit_mb else "sharded"
 
 

@@ -12,11 +12,11 @@ import time
 import tensorflow as tf
 
 from pipelines.runner import output_shards
-from sampler import inmemory
-from sampler.adjacency import make_seeds
-from sampler.encode import encode_specs, encode_subgraph
-from sampler.graph_io import read_seed_ids
 from sampler.io.files import shard_name
+from sampler.io.graph_tables import read_seed_ids
+from sampler.sample import in_memory
+from sampler.sample.adjacency import make_seeds
+from sampler.sample.encode import encode_specs, encode_subgraph
 
 IN_MEMORY = "InMemory"
 
@@ -24,7 +24,7 @@ IN_MEMORY = "InMemory"
 def run(args, graph, plan, output_dir: str) -> collections.Counter:
     """Samples every seed and writes the records; returns the counters."""
     start = time.time()
-    mem = inmemory.load_graph(graph, plan)
+    mem = in_memory.load_graph(graph, plan)
     if args.input_seeds:
         seed_ids = read_seed_ids(args.input_seeds)
     else:
@@ -40,7 +40,7 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     specs = encode_specs(graph.schema)
     try:
-        subgraphs = inmemory.sample_in_memory(graph, plan, mem, seeds, args.seed, counters)
+        subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, args.seed, counters)
         for i, subgraph in enumerate(subgraphs):
             writers[i % len(writers)].write(encode_subgraph(subgraph, specs))
     finally:

@@ -19,9 +19,9 @@ import argparse
 import numpy as np
 
 from pipelines.toolkit import ToolFailure, run_tool
-from sampler import render
-from sampler.sample_stats import default_schema, find_subgraph, load_specs
-from sampler.types import Subgraph
+from sampler.sample.subgraph import Subgraph
+from sampler.tools import render
+from sampler.tools.sample_stats import default_schema, find_subgraph, load_specs
 
 
 def parse_args(argv):

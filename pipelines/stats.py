@@ -30,10 +30,10 @@ import os
 import sys
 
 from pipelines.toolkit import human_bytes, run_tool
-from sampler import render
 from sampler.errors import UserError
-from sampler.partition_stats import find_config, partition_stats
-from sampler.sample_stats import SampleSummary, default_schema, iter_subgraphs, load_specs
+from sampler.partition.stats import find_config, partition_stats
+from sampler.tools import render
+from sampler.tools.sample_stats import SampleSummary, default_schema, iter_subgraphs, load_specs
 
 
 def parse_args(argv):

@@ -12,7 +12,7 @@ import sys
 import time
 
 from pipelines.runner import run_main
-from sampler.plan import EDGE, NODE
+from sampler.sample.plan import EDGE, NODE
 
 
 class ToolFailure(Exception):

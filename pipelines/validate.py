@@ -22,10 +22,10 @@ import argparse
 import time
 
 from pipelines.toolkit import add_graph_flags, run_tool
-from sampler.encode import encode_specs
 from sampler.errors import UserError
 from sampler.io import files, readers
-from sampler.plan import load_sampling_spec, make_plan
+from sampler.sample.encode import encode_specs
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 
 

@@ -25,8 +25,8 @@ from bench_partition import export_for_dgl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sampler import synthetic  # noqa: E402
 from sampler.partition import assign  # noqa: E402
+from sampler.tools import synthetic  # noqa: E402
 
 
 def global_graph(num_papers: int):

@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sampler import synthetic  # noqa: E402
+from sampler.tools import synthetic  # noqa: E402
 
 
 def timed(cmd: list[str], log: Path) -> tuple[float, float]:

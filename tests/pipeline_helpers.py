@@ -8,11 +8,11 @@ import glob
 import tensorflow as tf
 
 from pipelines import sample as sample_cli
-from sampler import inmemory
-from sampler.adjacency import make_seeds
-from sampler.encode import encode_specs, encode_subgraph
-from sampler.graph_io import read_seed_ids
-from sampler.plan import load_sampling_spec, make_plan
+from sampler.io.graph_tables import read_seed_ids
+from sampler.sample import in_memory
+from sampler.sample.adjacency import make_seeds
+from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 
 
@@ -33,9 +33,9 @@ def oracle_records(
     """The in-memory sampler's records: an independent path over the same kernels."""
     graph = load_graph(schema)
     plan = make_plan(graph, load_sampling_spec(spec), aggregation)
-    mem = inmemory.load_graph(graph, plan)
+    mem = in_memory.load_graph(graph, plan)
     ids = read_seed_ids(input_seeds) if input_seeds else mem.node_tables[plan.seed_set].rows.ids
     specs = encode_specs(graph.schema)
     counters = collections.Counter()
-    subgraphs = inmemory.sample_in_memory(graph, plan, mem, make_seeds(ids), seed, counters)
+    subgraphs = in_memory.sample_in_memory(graph, plan, mem, make_seeds(ids), seed, counters)
     return [encode_subgraph(s, specs) for s in subgraphs]

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
 from sampler.io.readers import read_table
-from sampler.plan import load_sampling_spec
+from sampler.sample.plan import load_sampling_spec
 from sampler.schema import load_graph
 from tests.test_io_tables import example, expected_schema, write_records
 

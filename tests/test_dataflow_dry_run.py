@@ -31,9 +31,9 @@ from apache_beam.runners.dataflow.internal import apiclient
 
 from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
-from sampler import synthetic
-from sampler.plan import load_sampling_spec, make_plan
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
+from sampler.tools import synthetic
 from tests.test_launch_dataflow import commands, launch, stage_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

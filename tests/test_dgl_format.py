@@ -1,4 +1,4 @@
-"""sampler.dgl_format: pure round trips and corruption checks, then the real DGL 2.1.0.
+"""sampler.partition.dgl_format: pure round trips and corruption checks, then the real DGL 2.1.0.
 
 The oracle tests run DGL in its own venv (scripts/setup_dgl_oracle.sh, $DGL_VENV, default
 <repo>/.venv-dgl) through tests/oracle/dgl_oracle.py. They are never skipped: the fixture
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sampler.dgl_format import (
+from sampler.partition.dgl_format import (
     DGLFormatError,
     HomoGraph,
     dgl_dict_order,

@@ -1,4 +1,4 @@
-"""sampler.encode: records written by encode_subgraph, read back by real TF-GNN."""
+"""sampler.sample.encode: records written by encode_subgraph, read back by real TF-GNN."""
 
 import numpy as np
 import pytest
@@ -7,9 +7,9 @@ import tensorflow_gnn as tfgnn
 from google.protobuf import text_format
 from tensorflow_gnn.proto import graph_schema_pb2
 
-from sampler.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
 from sampler.errors import UserError
-from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
+from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
 
 SCHEMA = """
 context { metadata { filename: "context.csv" cardinality: 1 } }

@@ -28,13 +28,13 @@ from tensorflow_gnn.proto import graph_schema_pb2
 from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from pipelines import sample as sample_cli
-from sampler import inmemory
-from sampler.adjacency import make_seeds
-from sampler.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
 from sampler.io.writers import write_table
-from sampler.plan import make_plan
+from sampler.sample import in_memory
+from sampler.sample.adjacency import make_seeds
+from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.plan import make_plan
 from sampler.schema import load_graph
-from sampler.synthetic import REVERSED, generate_mag, write_graph, write_sampling_spec
+from sampler.tools.synthetic import REVERSED, generate_mag, write_graph, write_sampling_spec
 
 NUM_PAPERS = 300
 # (op, inputs, edge set, sample_size): MAG's spec with small sizes so that they bind.
@@ -178,11 +178,11 @@ class Setup:
         """{sample id: serialized record} from the in-memory sampler."""
         plan = make_plan(self.info, self.spec, aggregation)
         if aggregation not in self._mem:
-            self._mem[aggregation] = inmemory.load_graph(self.info, plan)
+            self._mem[aggregation] = in_memory.load_graph(self.info, plan)
         seeds = make_seeds(np.array([s.encode() for s in self.seeds], dtype=object))
         specs = encode_specs(output_schema(self.info.schema))
         out = {}
-        for sg in inmemory.sample_in_memory(
+        for sg in in_memory.sample_in_memory(
             self.info, plan, self._mem[aggregation], seeds, seed, collections.Counter()
         ):
             assert sg.sample_id.decode() not in out

@@ -16,7 +16,7 @@ import threading
 import psutil
 import pytest
 
-from sampler import synthetic
+from sampler.tools import synthetic
 from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
 
 TWO_PROCESSES = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]

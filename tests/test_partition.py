@@ -16,10 +16,10 @@ import pytest
 
 from pipelines import cli
 from pipelines import partition as partition_cli
-from sampler import synthetic
 from sampler.errors import UserError
 from sampler.partition import assign, clustering
 from sampler.partition.layout import Layout, rank_within
+from sampler.tools import synthetic
 from tests.partition_helpers import run_partition
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,9 +21,9 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_gnn.proto import graph_schema_pb2
 
-from sampler import synthetic
 from sampler.features import feature_specs
 from sampler.io.writers import write_table
+from sampler.tools import synthetic
 from tests.partition_helpers import reference_graph, run_partition
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from sampler import synthetic
-from sampler.encode import decode_subgraph, encode_specs
 from sampler.io.writers import write_table
+from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.schema import load_graph
+from sampler.tools import synthetic
 from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import sample as sample_cli
 from sampler.errors import UserError
-from sampler.plan import load_sampling_spec, make_plan
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 
 SCHEMA = """

@@ -9,7 +9,7 @@ import pytest
 
 from pipelines import progress as progress_mod
 from pipelines.progress import Progress, stage_label, summary_lines
-from sampler import synthetic
+from sampler.tools import synthetic
 from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
 
 

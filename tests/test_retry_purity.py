@@ -14,11 +14,11 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.testing.util import assert_that, equal_to
 
-from sampler import ids, keys
-from sampler.adjacency import build_adjacency
+from sampler import ids, shards
 from sampler.batches import EdgeBatch, SampleNodes
 from sampler.beam.sample import SampleOp
-from sampler.plan import RANDOM_UNIFORM, Op
+from sampler.sample.adjacency import build_adjacency
+from sampler.sample.plan import RANDOM_UNIFORM, Op
 
 
 def _edges(n_nodes=30, n_edges=600, seed=0):
@@ -96,10 +96,10 @@ def test_a_retried_bundle_yields_the_same_records():
     rng = np.random.default_rng(4)
     samples = ids.fingerprint([f"s{i}".encode() for i in range(60)])
     frontier = SampleNodes(np.repeat(samples, 4), fps[rng.integers(0, len(fps), 240)])
-    shards = keys.by_shard(frontier.node, 4)
+    pieces = shards.by_shard(frontier.node, 4)
     elements = [
         (int(shard), {"frontier": [frontier.take(index)], "adjacency": [build_adjacency(edges)]})
-        for shard, index in shards
+        for shard, index in pieces
     ]
     expected = sorted(
         row for element in elements for row in _rows(SampleOp._Sample(op, seed=11), element)

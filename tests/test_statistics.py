@@ -27,13 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sampler import ids, inmemory
-from sampler.adjacency import build_adjacency, make_seeds
+from sampler import ids
 from sampler.batches import EdgeBatch, SampleNodes
 from sampler.features import FeatureSpec
 from sampler.io.writers import write_table
-from sampler.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, load_sampling_spec, make_plan
-from sampler.sampling import sample_frontier
+from sampler.sample import in_memory
+from sampler.sample.adjacency import build_adjacency, make_seeds
+from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, load_sampling_spec, make_plan
+from sampler.sample.sampling import sample_frontier
 from sampler.schema import load_graph
 
 P_MIN = 1e-3
@@ -357,12 +358,12 @@ def in_memory_choices(directory, k: int, strategy: str, repeats: int, seeds) -> 
         f.write(SPEC % (k, strategy))
     graph = load_graph(str(directory / "graph_schema.pbtxt"))
     plan = make_plan(graph, load_sampling_spec(spec_path))
-    mem = inmemory.load_graph(graph, plan)
+    mem = in_memory.load_graph(graph, plan)
     seed_nodes = make_seeds(np.array([b"h"] * repeats, dtype=object))
     out = []
     for seed in seeds:
         sample_ids = set()
-        for sg in inmemory.sample_in_memory(
+        for sg in in_memory.sample_in_memory(
             graph, plan, mem, seed_nodes, seed, collections.Counter()
         ):
             sample_ids.add(sg.sample_id)

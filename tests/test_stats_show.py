@@ -12,7 +12,8 @@ import pytest
 from tensorflow.core.example import example_pb2
 
 from pipelines import cli, show, stats
-from sampler import dgl_format, synthetic
+from sampler.partition import dgl_format
+from sampler.tools import synthetic
 from tests.pipeline_helpers import read_records, run_pipeline
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

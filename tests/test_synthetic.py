@@ -19,7 +19,7 @@ from sampler.errors import UserError
 from sampler.features import feature_specs
 from sampler.io.files import expand_files
 from sampler.io.readers import read_table
-from sampler.synthetic import (
+from sampler.tools.synthetic import (
     EDGE_SETS,
     ID_PREFIX,
     MAG_COUNTS,

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from pipelines import cli, validate
-from sampler import synthetic
+from sampler.tools import synthetic
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 from apache_beam.metrics import Metrics
 
 from sampler import ids
-from sampler.adjacency import edge_shape_counts
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam import combiners
 from sampler.beam.clustering import ClusterStart
-from sampler.beam.graph import ReadEdgeSet, ReadNodeSet
 from sampler.beam.halo import HaloHops
-from sampler.graph_io import latent_ends
+from sampler.beam.read import ReadEdgeSet, ReadNodeSet
+from sampler.graph_checks import edge_shape_counts
 from sampler.io.files import create_file
+from sampler.io.graph_tables import latent_ends
 from sampler.partition import assign, halo, layout
 from sampler.partition.graph import (
     EdgeShard,
@@ -221,14 +221,13 @@ class ReadPartitionGraph(beam.PTransform):
         for name in types.ntypes:
             info = graph.node_sets[name]
             if info.filename:
-                reader = ReadNodeSet(info, self._max_bad)
-                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> reader)
-                bad.append(reader.bad_records)
+                read = pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info, self._max_bad)
+                node_batches[name].append(read.nodes)
+                bad.append(read.bad_records)
         for etype, (_, name, dst_name) in enumerate(types.etypes):
             info = graph.edge_sets[name]
-            reader = ReadEdgeSet(graph, info, self._max_bad)
-            read = pbegin | f"ReadEdges/{name}" >> reader
-            bad.append(reader.bad_records)
+            read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info, self._max_bad)
+            bad.append(read.bad_records)
             for node_set in sorted(set(latent_ends(graph, info).values())):
                 node_batches[node_set].append(read[node_set])
             edge_batches.append(

@@ -19,15 +19,17 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
-from sampler import ids, keys
-from sampler.adjacency import edge_shape_counts, make_seeds, merge_adjacency, merge_node_tables
-from sampler.assemble import assemble, lookup_rows
+from sampler import ids, shards
 from sampler.batches import SampleNodes, Seeds
-from sampler.dense import densify
-from sampler.encode import encode_specs, encode_subgraph
-from sampler.inmemory import sample_in_memory
-from sampler.plan import NODE, Op, SamplingPlan
-from sampler.sampling import _expand_ranges, all_out_edges, sample_frontier
+from sampler.graph_checks import edge_shape_counts
+from sampler.node_table import merge_node_tables
+from sampler.sample.adjacency import make_seeds, merge_adjacency
+from sampler.sample.assemble import assemble, lookup_rows
+from sampler.sample.dense import densify
+from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.in_memory import sample_in_memory
+from sampler.sample.plan import NODE, Op, SamplingPlan
+from sampler.sample.sampling import _expand_ranges, all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
 
 NAMESPACE = "sampler"
@@ -84,7 +86,7 @@ class _SplitSampleNodes(beam.DoFn):
         self._num_shards = num_shards
 
     def process(self, batch: SampleNodes):
-        for shard, index in keys.by_shard(batch.node, self._num_shards):
+        for shard, index in shards.by_shard(batch.node, self._num_shards):
             yield shard, batch.take(index)
 
 
@@ -97,7 +99,7 @@ class _ToBuckets(beam.DoFn):
         self._num_buckets = num_buckets
 
     def process(self, piece):
-        for bucket, index in keys.by_bucket(piece.sample, self._num_buckets):
+        for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
             yield bucket, (self._kind, self._name, piece.take(index))
 
 
@@ -129,7 +131,9 @@ class SeedsFromIds(beam.PTransform):
             self._num_shards = num_shards
 
         def process(self, seed_ids: np.ndarray):
-            for shard, index in keys.by_shard(ids.fingerprint(seed_ids.tolist()), self._num_shards):
+            for shard, index in shards.by_shard(
+                ids.fingerprint(seed_ids.tolist()), self._num_shards
+            ):
                 yield shard, seed_ids[index]
 
     class _Make(beam.DoFn):

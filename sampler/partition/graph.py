@@ -23,10 +23,10 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.adjacency import FingerprintCollision, build_node_table
 from sampler.batches import NodeBatch, take_features
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
+from sampler.node_table import FingerprintCollision, build_node_table
 from sampler.schema import GraphInfo
 
 

@@ -21,8 +21,8 @@ import json
 
 import numpy as np
 
-from sampler.dgl_format import HomoGraph, write_graph, write_tensors
 from sampler.io.files import create_file
+from sampler.partition.dgl_format import HomoGraph, write_graph, write_tensors
 from sampler.partition.graph import GraphTypes
 
 

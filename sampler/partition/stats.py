@@ -2,7 +2,7 @@
 
 Reads what `dgl.distributed.partition_graph` (and the project's partition stage) writes:
 `<graph_name>.json` with `node_map` / `edge_map` / `ntypes` / `etypes` / `part-<i>`, and
-each `part<i>/graph.dgl` through `sampler.dgl_format.load_graph` (spec: DGL_BINARY_FORMATS.md
+each `part<i>/graph.dgl` through `sampler.partition.dgl_format.load_graph` (spec: DGL_BINARY_FORMATS.md
 section 8). In partition p's graph, `inner_node` marks the nodes p owns (the rest are HALO
 copies) and `inner_edge` the edges p owns (an edge belongs to its target's partition).
 An owned edge is cut when its source is a HALO node. Node and edge types come from
@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from sampler import dgl_format
 from sampler.errors import UserError
+from sampler.partition import dgl_format
 
 REQUIRED = ("num_parts", "node_map", "edge_map")
 

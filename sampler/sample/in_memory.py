@@ -1,7 +1,7 @@
 """The in-memory sampler: the whole graph on one machine, without Beam.
 
 It reads every table, builds node tables and adjacency lists, and samples with
-the dense kernels of `sampler.dense`. It gives the same records as the Beam
+the dense kernels of `sampler.sample.dense`. It gives the same records as the Beam
 pipeline for the same --seed (the pipeline's tests use it as their oracle) and
 is the floor in the benchmarks.
 """
@@ -13,13 +13,14 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler import graph_io
-from sampler.adjacency import build_adjacency, build_node_table
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
-from sampler.dense import DenseGraph, densify, sample_chunk
-from sampler.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.io import graph_tables
+from sampler.node_table import build_node_table
+from sampler.sample.adjacency import build_adjacency
+from sampler.sample.dense import DenseGraph, densify, sample_chunk
+from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.sample.subgraph import Subgraph
 from sampler.schema import GraphInfo
-from sampler.types import Subgraph
 
 InMemoryGraph = DenseGraph
 
@@ -29,15 +30,15 @@ def load_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
     node_parts: dict[str, list[NodeBatch]] = collections.defaultdict(list)
     for name, info in graph.node_sets.items():
         if info.filename:
-            for path, fmt in graph_io.table_files(info.filename):
-                node_parts[name].extend(graph_io.read_node_file(path, fmt, info))
+            for path, fmt in graph_tables.table_files(info.filename):
+                node_parts[name].extend(graph_tables.read_node_file(path, fmt, info))
     weighted = plan.weighted_edge_sets()
     adjacency = {}
     for name, info in graph.edge_sets.items():
-        ends = graph_io.latent_ends(graph, info)
+        ends = graph_tables.latent_ends(graph, info)
         parts = []
-        for path, fmt in graph_io.table_files(info.filename):
-            for batch, end_ids in graph_io.read_edge_file(path, fmt, info, tuple(ends)):
+        for path, fmt in graph_tables.table_files(info.filename):
+            for batch, end_ids in graph_tables.read_edge_file(path, fmt, info, tuple(ends)):
                 parts.append(batch)
                 for column, rows in end_ids.items():
                     node_parts[ends[column]].append(rows)

@@ -1,7 +1,7 @@
 """Reading sampled GraphTensor records back, and summarizing them (numpy + protobuf only).
 
 `iter_subgraphs(pattern, specs)` streams the records of every file matching a path, glob
-or `base@N` pattern (sampler.io.files) and decodes them with `sampler.encode` (no
+or `base@N` pattern (sampler.io.files) and decodes them with `sampler.sample.encode` (no
 TensorFlow ops). `SampleSummary` accumulates, per node set and edge set, the size of
 every subgraph (for exact mean / p50 / p95 / max) and per feature its coverage: the
 fraction of rows with a value (not all-NaN floats, non-empty strings) and the fraction
@@ -15,10 +15,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.encode import EncodeSpecs, decode_subgraph, encode_specs
 from sampler.errors import UserError
 from sampler.io import files, tfrecord
-from sampler.types import Subgraph
+from sampler.sample.encode import EncodeSpecs, decode_subgraph, encode_specs
+from sampler.sample.subgraph import Subgraph
 
 SCHEMA_NAME = "schema.pbtxt"
 

@@ -36,10 +36,10 @@ import math
 
 import numpy as np
 
-from sampler.degree_stats import UNIFORM, DegreeStats, Histogram
-from sampler.encode import ID, SAMPLE_ID_KEY, SEED_ID_KEY, SIZE, SOURCE, TARGET
-from sampler.plan import NODE, SamplingPlan
+from sampler.sample.encode import ID, SAMPLE_ID_KEY, SEED_ID_KEY, SIZE, SOURCE, TARGET
+from sampler.sample.plan import NODE, SamplingPlan
 from sampler.schema import GraphInfo
+from sampler.tools.degree_stats import UNIFORM, DegreeStats, Histogram
 
 RECORD_FRAMING = 16  # TFRecord: length (8) + length crc (4) + data crc (4)
 
@@ -247,13 +247,13 @@ def calibrate(
     probe,
     uniform_seeds: bool,
 ) -> Estimate:
-    """The estimate from a probe (`sampler.probe.ProbeResult`), adjusted by the degree model.
+    """The estimate from a probe (`sampler.tools.probe.ProbeResult`), adjusted by the degree model.
 
     Sizes are the probe's means, corrected with the level-1 fan-out whose exact mean the
     degree statistics give when seeds are the whole seed set (`_adjusted`). Bytes are the
     mean exact tf.Example size of the probe's subgraphs.
     """
-    from sampler.probe import op_levels
+    from sampler.tools.probe import op_levels
 
     x = x_mean = None
     if uniform_seeds and plan.ops:

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.adjacency import NodeTable
 from sampler.arrays import sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
-from sampler.plan import EDGE, SamplingPlan
+from sampler.node_table import NodeTable
+from sampler.sample.plan import EDGE, SamplingPlan
+from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
 from sampler.schema import GraphInfo
-from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
 
 
 def lookup_rows(table: NodeTable, requests: SampleNodes) -> tuple[SampleNodeRows, int]:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from sampler import ids
-from sampler.adjacency import Adjacency
 from sampler.batches import SampledEdges, SampleNodes, take_features
-from sampler.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+from sampler.sample.adjacency import Adjacency
+from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
 
 def _expand_ranges(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

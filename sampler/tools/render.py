@@ -13,7 +13,7 @@ import re
 import numpy as np
 
 from sampler.errors import UserError
-from sampler.types import Subgraph
+from sampler.sample.subgraph import Subgraph
 
 INSTALL_HINT = "pip install 'beam-graph-sampler[plot]' (or: pip install matplotlib==3.11.2)"
 DPI = 100

@@ -5,7 +5,7 @@ neighbourhoods of a subgraph overlap, so there are fewer distinct nodes than a m
 independent draws predicts. The probe measures it. Ops are grouped into levels (an op's
 level is one more than its inputs'); each level reads the edge tables its ops use once
 (id columns, plus `weight` for TOP_K / RANDOM_WEIGHTED), keeps the out-edges of the
-level's frontier nodes only, and applies `sampler.sampling.sample_frontier` to them, so a
+level's frontier nodes only, and applies `sampler.sample.sampling.sample_frontier` to them, so a
 probe subgraph has exactly the sizes the pipeline gives that seed with the same --seed.
 Memory is proportional to the probe's neighbourhoods, not to the graph. With node
 aggregation, one more pass collects the induced edges.
@@ -19,11 +19,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sampler import graph_io, ids
-from sampler.adjacency import Adjacency, build_adjacency, make_seeds
+from sampler import ids
 from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
-from sampler.plan import NODE, WEIGHT_FEATURE, SamplingPlan
-from sampler.sampling import all_out_edges, sample_frontier
+from sampler.io import graph_tables
+from sampler.sample.adjacency import Adjacency, build_adjacency, make_seeds
+from sampler.sample.plan import NODE, WEIGHT_FEATURE, SamplingPlan
+from sampler.sample.sampling import all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
 
 
@@ -68,10 +69,10 @@ def _out_edges(
             if name in weighted:
                 specs[WEIGHT_FEATURE] = info.features[WEIGHT_FEATURE]
         rows = 0
-        for path, fmt in graph_io.table_files(pattern):
+        for path, fmt in graph_tables.table_files(pattern):
             info = graph.edge_sets[users[0]]
             reader_info = dataclasses.replace(info, features=specs, reversed=False)
-            for batch, _ in graph_io.read_edge_file(path, fmt, reader_info):
+            for batch, _ in graph_tables.read_edge_file(path, fmt, reader_info):
                 rows += len(batch)
                 progress(pattern, rows)
                 for name in users:

@@ -6,15 +6,19 @@ nodes / out-edges whose (source) fingerprint falls in that shard.
 
 from __future__ import annotations
 
+import typing
+
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from sampler import graph_io, keys
-from sampler.adjacency import build_adjacency, build_node_table, edge_shape_counts
+from sampler import shards
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
-from sampler.io import readers
-from sampler.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.graph_checks import edge_shape_counts
+from sampler.io import graph_tables, readers
+from sampler.node_table import build_node_table
+from sampler.sample.adjacency import build_adjacency
+from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
 NAMESPACE = "sampler"
@@ -56,14 +60,13 @@ class _ReadTable(beam.DoFn):
 
 
 class ReadNodeSet(beam.PTransform):
-    """Reads one node set's table into NodeBatches; `bad_records` holds its dead letters."""
+    """Reads one node set's table: outputs `nodes` (NodeBatches) and `bad_records` (JSON lines)."""
 
     def __init__(self, info: NodeSetInfo, max_bad_records: int = 0):
         super().__init__()
         self._info = info
         self._max_bad = max_bad_records
-        self._files = graph_io.table_files(info.filename)
-        self.bad_records = None  # set by expand: JSON lines of the bad rows
+        self._files = graph_tables.table_files(info.filename)
 
     class _ReadFile(_ReadTable):
         def __init__(self, info: NodeSetInfo, max_bad_records: int):
@@ -72,7 +75,7 @@ class ReadNodeSet(beam.PTransform):
             self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
 
         def process(self, path_fmt):
-            for batch in graph_io.read_node_file(*path_fmt, self._info, self._pending.append):
+            for batch in graph_tables.read_node_file(*path_fmt, self._info, self._pending.append):
                 self._rows.update(len(batch))
                 self._rows_read.inc(len(batch))
                 yield batch
@@ -89,20 +92,19 @@ class ReadNodeSet(beam.PTransform):
                 BAD_RECORDS, main="nodes"
             )
         )
-        self.bad_records = read[BAD_RECORDS]
-        return read.nodes
+        return read
 
 
 class ReadEdgeSet(beam.PTransform):
-    """Reads one edge set's table: EdgeBatches, plus tagged ids of latent endpoint sets."""
+    """Reads one edge set's table: outputs `edges` (EdgeBatches), one output per latent endpoint
+    set (its ids, as NodeBatches) and `bad_records` (JSON lines)."""
 
     def __init__(self, graph: GraphInfo, info: EdgeSetInfo, max_bad_records: int = 0):
         super().__init__()
         self._info = info
         self._max_bad = max_bad_records
-        self._ends = graph_io.latent_ends(graph, info)
-        self._files = graph_io.table_files(info.filename)
-        self.bad_records = None  # set by expand: JSON lines of the bad rows
+        self._ends = graph_tables.latent_ends(graph, info)
+        self._files = graph_tables.table_files(info.filename)
 
     class _ReadFile(_ReadTable):
         def __init__(self, info: EdgeSetInfo, ends: dict[str, str], max_bad_records: int):
@@ -112,7 +114,7 @@ class ReadEdgeSet(beam.PTransform):
             self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
 
         def process(self, path_fmt):
-            read = graph_io.read_edge_file(
+            read = graph_tables.read_edge_file(
                 *path_fmt, self._info, tuple(self._ends), self._pending.append
             )
             for batch, end_ids in read:
@@ -135,7 +137,6 @@ class ReadEdgeSet(beam.PTransform):
                 *tags, BAD_RECORDS, main="edges"
             )
         )
-        self.bad_records = read[BAD_RECORDS]
         return read
 
 
@@ -145,7 +146,7 @@ class _SplitByShard(beam.DoFn):
         self._fp_attr = fp_attr
 
     def process(self, batch):
-        for shard, index in keys.by_shard(getattr(batch, self._fp_attr), self._num_shards):
+        for shard, index in shards.by_shard(getattr(batch, self._fp_attr), self._num_shards):
             yield shard, batch.take(index)
 
 
@@ -229,7 +230,7 @@ class DropDanglingEdges(beam.PTransform):
     """Keeps the edges whose endpoint at `end` ('src' or 'dst') is in its node set; counts the rest.
 
     The in-memory and `worker` paths drop the same edges when they build the graph
-    (sampler.dense.densify), so every placement samples from the same edges.
+    (sampler.sample.dense.densify), so every placement samples from the same edges.
     """
 
     def __init__(self, info: EdgeSetInfo, end: str, num_shards: int):
@@ -267,6 +268,14 @@ class DropDanglingEdges(beam.PTransform):
         )
 
 
+class GraphTables(typing.NamedTuple):
+    """What ReadGraph outputs, per shard: node tables and adjacency, and every table's dead letters."""
+
+    tables: dict[str, beam.PCollection]  # node set -> (shard, NodeTable)
+    adjacency: dict[str, beam.PCollection]  # edge set -> (shard, Adjacency)
+    bad_records: beam.PCollection  # JSON lines
+
+
 class ReadGraph(beam.PTransform):
     """Reads every table of the schema: ({node set: tables}, {edge set: adjacency}).
 
@@ -288,23 +297,21 @@ class ReadGraph(beam.PTransform):
         self._num_shards = num_shards
         self._drop_dangling = drop_dangling
         self._max_bad = max_bad_records
-        self.bad_records = None  # set by expand: the dead-letter lines of every table
 
     def expand(self, pbegin):
-        graph, shards = self._graph, self._num_shards
+        graph, num_shards = self._graph, self._num_shards
         node_batches = {name: [] for name in graph.node_sets}
         bad = []
         for name, info in graph.node_sets.items():
             if info.filename:
-                reader = ReadNodeSet(info, self._max_bad)
-                node_batches[name].append(pbegin | f"ReadNodes/{name}" >> reader)
-                bad.append(reader.bad_records)
+                read = pbegin | f"ReadNodes/{name}" >> ReadNodeSet(info, self._max_bad)
+                node_batches[name].append(read.nodes)
+                bad.append(read.bad_records)
         edges = {}
         for name, info in graph.edge_sets.items():
-            reader = ReadEdgeSet(graph, info, self._max_bad)
-            read = pbegin | f"ReadEdges/{name}" >> reader
-            bad.append(reader.bad_records)
-            for node_set in sorted(set(graph_io.latent_ends(graph, info).values())):
+            read = pbegin | f"ReadEdges/{name}" >> ReadEdgeSet(graph, info, self._max_bad)
+            bad.append(read.bad_records)
+            for node_set in sorted(set(graph_tables.latent_ends(graph, info).values())):
                 node_batches[node_set].append(read[node_set])
             edges[name] = read.edges
         tables = {}
@@ -316,7 +323,7 @@ class ReadGraph(beam.PTransform):
             tables[name] = (
                 node_batches[name]
                 | f"AllNodes/{name}" >> beam.Flatten()
-                | f"NodeTable/{name}" >> BuildNodeTables(info, shards, bool(info.filename))
+                | f"NodeTable/{name}" >> BuildNodeTables(info, num_shards, bool(info.filename))
             )
         adjacency = {}
         for name, info in graph.edge_sets.items():
@@ -324,31 +331,29 @@ class ReadGraph(beam.PTransform):
                 edges[name] = (
                     edges[name],
                     tables[info.source],
-                ) | f"KnownSources/{name}" >> DropDanglingEdges(info, "src", shards)
+                ) | f"KnownSources/{name}" >> DropDanglingEdges(info, "src", num_shards)
                 edges[name] = (
                     edges[name],
                     tables[info.target],
-                ) | f"KnownTargets/{name}" >> DropDanglingEdges(info, "dst", shards)
+                ) | f"KnownTargets/{name}" >> DropDanglingEdges(info, "dst", num_shards)
             # Without drop_dangling the edges are final only once the worker drops them
             # (sampler.beam.sample.SampleOnWorkers counts them there).
             adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
-                info, shards, self._plan, count_shapes=self._drop_dangling
+                info, num_shards, self._plan, count_shapes=self._drop_dangling
             )
-        self.bad_records = bad | "BadRecords" >> beam.Flatten()
-        return tables, adjacency
+        return GraphTables(tables, adjacency, bad | "BadRecords" >> beam.Flatten())
 
 
 class ReadSeedIds(beam.PTransform):
     """A seed table's `#id` column as object arrays of bytes (duplicates kept).
 
-    Bad rows of the seed table are dead letters of the set `seeds` (`bad_records`).
+    Outputs `ids` and `bad_records` (bad rows of the seed table, dead letters of the set `seeds`).
     """
 
     def __init__(self, pattern: str, max_bad_records: int = 0):
         super().__init__()
-        self._files = graph_io.table_files(pattern)
+        self._files = graph_tables.table_files(pattern)
         self._max_bad = max_bad_records
-        self.bad_records = None  # set by expand
 
     class _ReadFile(_ReadTable):
         def process(self, path_fmt):
@@ -368,5 +373,4 @@ class ReadSeedIds(beam.PTransform):
                 BAD_RECORDS, main="ids"
             )
         )
-        self.bad_records = read[BAD_RECORDS]
-        return read.ids
+        return read

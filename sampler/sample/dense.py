@@ -18,14 +18,15 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler import ids
-from sampler.adjacency import Adjacency, NodeTable
 from sampler.arrays import sorted_unique
-from sampler.assemble import edge_order, group_bounds, stable_order
 from sampler.batches import Seeds, take_features
-from sampler.plan import NODE, SamplingPlan
-from sampler.sampling import _expand_ranges, choose
+from sampler.node_table import NodeTable
+from sampler.sample.adjacency import Adjacency
+from sampler.sample.assemble import edge_order, group_bounds, stable_order
+from sampler.sample.plan import NODE, SamplingPlan
+from sampler.sample.sampling import _expand_ranges, choose
+from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
 from sampler.schema import GraphInfo
-from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
 
 
 @dataclasses.dataclass

@@ -33,7 +33,7 @@ from tensorflow.core.framework import types_pb2
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_spec, feature_specs
-from sampler.types import EdgeSetRows, NodeSetRows, Subgraph
+from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
 
 if TYPE_CHECKING:
     from tensorflow_gnn.proto.graph_schema_pb2 import GraphSchema

@@ -14,7 +14,6 @@ from sampler import ids
 from sampler.arrays import sorted_unique_index
 from sampler.batches import (
     EdgeBatch,
-    NodeBatch,
     Seeds,
     bytes_array,
     concat_features,
@@ -96,47 +95,6 @@ def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
     )
 
 
-@dataclasses.dataclass
-class NodeTable:
-    """Node rows sorted by fingerprint, for feature lookup."""
-
-    rows: NodeBatch
-    duplicates: int  # rows dropped because their id was already present
-
-    def lookup(self, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, found) per fingerprint."""
-        pos = np.searchsorted(self.rows.fp, fps)
-        if len(self.rows.fp) == 0:
-            return np.zeros(len(fps), np.int64), np.zeros(len(fps), bool)
-        pos_c = np.minimum(pos, len(self.rows.fp) - 1)
-        found = (pos < len(self.rows.fp)) & (self.rows.fp[pos_c] == fps)
-        return pos_c, found
-
-
-class FingerprintCollision(ValueError):
-    pass
-
-
-def build_node_table(rows: NodeBatch) -> NodeTable:
-    """Sorts by fingerprint; a duplicate id keeps its row with the smallest content hash."""
-    n = len(rows)
-    content = ids.row_fingerprint(rows.features, n)
-    order = np.lexsort((content, rows.fp))
-    fp = rows.fp[order]
-    keep = np.ones(n, dtype=bool)
-    keep[1:] = fp[1:] != fp[:-1]
-    dropped = order[~keep]
-    if len(dropped):
-        kept_for = order[np.maximum.accumulate(np.where(keep, np.arange(n), 0))][~keep]
-        clash = rows.ids[dropped] != rows.ids[kept_for]
-        if np.any(clash):
-            i = int(np.flatnonzero(clash)[0])
-            raise FingerprintCollision(
-                f"ids {rows.ids[dropped][i]!r} and {rows.ids[kept_for][i]!r} share a 64-bit fingerprint"
-            )
-    return NodeTable(rows.take(order[keep]), int(n - keep.sum()))
-
-
 def make_seeds(seed_ids: np.ndarray) -> Seeds:
     """One seed per occurrence: the k-th repeat of id X gets sample id `X:k` (as TF-GNN does)."""
     fp = ids.fingerprint(seed_ids.tolist()) if len(seed_ids) else np.zeros(0, np.uint64)
@@ -154,26 +112,3 @@ def make_seeds(seed_ids: np.ndarray) -> Seeds:
     sample_ids = bytes_array(sample_ids)
     keys = ids.fingerprint(sample_ids.tolist()) if n else np.zeros(0, np.uint64)
     return Seeds(keys, sample_ids, bytes_array(seed_ids.tolist()), fp)
-
-
-def merge_node_tables(shards: list[NodeTable], specs) -> NodeTable:
-    """One NodeTable from shards that hold disjoint nodes."""
-    rows = NodeBatch.concat([t.rows for t in shards], specs)
-    return NodeTable(rows.take(np.argsort(rows.fp)), sum(t.duplicates for t in shards))
-
-
-def edge_shape_counts(src: np.ndarray, dst: np.ndarray, same_set: bool) -> tuple[int, int]:
-    """(self-loops, parallel edges) among edges given by source/target ids or fingerprints.
-
-    A self-loop joins a node to itself (only possible when both ends are one node set); an
-    edge is parallel when an earlier edge has the same source and target (so k edges between
-    one pair count k - 1).
-    """
-    n = len(src)
-    if n == 0:
-        return 0, 0
-    loops = int(np.count_nonzero(src == dst)) if same_set else 0
-    order = np.lexsort((dst, src))
-    s, d = src[order], dst[order]
-    repeat = (s[1:] == s[:-1]) & (d[1:] == d[:-1])
-    return loops, int(np.count_nonzero(repeat))

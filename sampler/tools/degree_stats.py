@@ -1,7 +1,7 @@
 """Degree statistics of a Unigraph in one streaming pass, and their cache file.
 
 `compute_degree_stats` reads every edge table once (id columns only, through
-`sampler.graph_io`), counts the out- and in-degree of every node per edge set
+`sampler.io.graph_tables`), counts the out- and in-degree of every node per edge set
 (keyed by the node's 64-bit fingerprint), reads the `#id` column of every node
 table to count its nodes, and reads the first rows of every table with features
 to measure what a feature costs in a tf.Example. Memory is O(distinct nodes),

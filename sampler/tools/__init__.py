@@ -1,0 +1,1 @@
+"""Kernels of the interactive tools: estimate, probe, statistics, rendering, the graph generator."""
