@@ -1,7 +1,10 @@
 """Samples one GraphTensor tf.Example per seed from a Unigraph, on any Beam runner.
 
-Drop-in for TF-GNN's `tfgnn_graph_sampler`: same flags, plus --seed. Every
-flag this CLI does not define goes to Beam's PipelineOptions.
+Drop-in for TF-GNN's `tfgnn_graph_sampler`: same flags, plus --seed. `load(argv)` parses
+the flags once into a frozen SampleConfig (parse_known_args: every flag this CLI does not
+define goes to Beam's PipelineOptions), loads the schema and plan once and validates them.
+The pipeline is built by `sampler.beam.graph_tensors.sample_graph_tensors`, the code path of
+the library entry point `sampler.beam.SampleGraphTensors`.
 
   python -m pipelines.sample --graph_schema G --sampling_spec S \\
       --output_samples out/samples@8 [--input_seeds T] [--edge_aggregation_method node]
@@ -23,22 +26,17 @@ from google.protobuf import text_format
 from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
-from sampler.beam.read import ReadGraph, ReadSeedIds
-from sampler.beam.sample import (
-    SampleOnWorkers,
-    SampleSubgraphs,
-    SeedsFromIds,
-    SeedsFromNodeTable,
-)
+from sampler.beam.graph_tensors import SamplingOptions, sample_graph_tensors
 from sampler.beam.write import WriteRecordShards
 from sampler.errors import UserError
 from sampler.io import graph_tables
 from sampler.sample.encode import output_schema
-from sampler.sample.plan import EDGE, NODE, load_sampling_spec, make_plan
-from sampler.schema import load_graph
+from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
+from sampler.schema import GraphInfo, load_graph
 
 
-def parse_args(argv):
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -105,32 +103,75 @@ def parse_args(argv):
         " dangling_edges,duplicate_ids,missing_seeds,self_loops,parallel_edges,empty_sets"
         " (or all). See README 'When things go wrong'.",
     )
-    return parser.parse_known_args(argv)
+    return parser
 
 
-def build(pipeline, graph, plan, args):
-    """Adds the sampling stages to `pipeline`; returns the PCollection of serialized examples."""
-    where = placement(graph, args)
-    max_bad = getattr(args, "max_bad_records", 0)
-    read_graph = ReadGraph(graph, plan, args.num_shards, where == "sharded", max_bad)
-    tables, adjacency, graph_bad_records = pipeline | "ReadGraph" >> read_graph
-    bad_records = [graph_bad_records]
-    if args.input_seeds:
-        read_seeds = pipeline | "ReadSeeds" >> ReadSeedIds(args.input_seeds, max_bad)
-        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(args.num_shards)
-        bad_records.append(read_seeds.bad_records)
-    else:
-        seeds = tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
-    if where == "worker":
-        sample = SampleOnWorkers(graph, plan, seed=args.seed, num_buckets=args.num_buckets)
-    else:
-        sample = SampleSubgraphs(
-            graph, plan, seed=args.seed, num_shards=args.num_shards, num_buckets=args.num_buckets
-        )
-    accounting.write_bad_records(
-        bad_records | "BadRecords" >> beam.Flatten(), output_dir_of(args.output_samples)
+@dataclasses.dataclass(frozen=True)
+class SampleConfig:
+    """Every flag of this CLI, parsed once (the field names are the flags')."""
+
+    graph_schema: str
+    sampling_spec: str
+    input_seeds: str | None
+    output_samples: str
+    edge_aggregation_method: str
+    runner: str | None
+    seed: int
+    num_shards: int
+    num_buckets: int
+    graph_placement: str
+    worker_graph_limit_mb: float
+    progress_interval: float
+    max_bad_records: int
+    overwrite: bool
+    strict: str
+
+
+def parse_args(argv) -> tuple[SampleConfig, list[str]]:
+    """(this CLI's flags, the rest: Beam's PipelineOptions)."""
+    args, beam_args = make_parser().parse_known_args(argv)
+    return SampleConfig(**vars(args)), beam_args
+
+
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """The flags, and the schema and plan they name: loaded once per run."""
+
+    config: SampleConfig
+    beam_args: list[str]
+    graph: GraphInfo
+    plan: SamplingPlan
+
+
+def load(argv, check_outputs: bool = True) -> Loaded:
+    """Parses `argv` once, loads the schema and plan once, validates: schema and spec errors
+    first, then the output (unless not `check_outputs`: a dry run), then the numbers."""
+    config, beam_args = parse_args(argv)
+    graph = load_graph(config.graph_schema)
+    plan = make_plan(
+        graph, load_sampling_spec(config.sampling_spec), config.edge_aggregation_method
     )
-    return (seeds, tables, adjacency) | "Sample" >> sample
+    if check_outputs:
+        check_output(graph, config)
+    if config.seed < 0 or config.num_shards < 1 or config.num_buckets < 1:
+        raise UserError("--seed must be >= 0, --num_shards and --num_buckets >= 1")
+    return Loaded(config, beam_args, graph, plan)
+
+
+def build(pipeline, graph, plan, config: SampleConfig):
+    """Adds the sampling stages to `pipeline` (through sampler.beam.graph_tensors, the library
+    entry point's code path); returns the PCollection of RecordBatches."""
+    options = SamplingOptions(
+        Randomness(config.seed),
+        placement(graph, config),
+        config.input_seeds,
+        config.num_shards,
+        config.num_buckets,
+        config.max_bad_records,
+    )
+    sampled = sample_graph_tensors(pipeline, graph, plan, options)
+    accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
+    return sampled.batches
 
 
 def output_dir_of(output_samples: str) -> str:
@@ -138,7 +179,7 @@ def output_dir_of(output_samples: str) -> str:
     return prefix.rsplit("/", 1)[0] if "/" in prefix else ""
 
 
-def check_output(graph, args) -> None:
+def check_output(graph, args: SampleConfig) -> None:
     """Configuration errors of the output, before anything runs (pipelines.accounting)."""
     prefix, _, template = output_shards(args.output_samples)
     output_dir = output_dir_of(args.output_samples)
@@ -153,7 +194,7 @@ def check_output(graph, args) -> None:
     accounting.check_output(output_dir or ".", patterns, inputs, args.overwrite, flag)
 
 
-def placement(graph, args) -> str:
+def placement(graph, args: SampleConfig) -> str:
     """'worker' or 'sharded': both give identical records; they differ in speed and scale."""
     if args.graph_placement != "auto":
         return args.graph_placement
@@ -182,49 +223,47 @@ class Construction:
 def construct(argv) -> Construction:
     """Parses `argv` and builds the whole pipeline (read, sample, write) without running it.
 
-    `main` runs what this returns; tests build the same pipeline for other runners (for
-    example a Dataflow dry run) through exactly this code path. Input files are listed
-    here, at construction time.
+    `main` runs what `construct_loaded` returns; tests build the same pipeline for other runners
+    (for example a Dataflow dry run) through exactly this code path.
     """
-    args, beam_args = parse_args(argv)
-    if args.seed < 0 or args.num_shards < 1 or args.num_buckets < 1:
-        raise UserError("--seed must be >= 0, --num_shards and --num_buckets >= 1")
-    graph = load_graph(args.graph_schema)
-    plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
-    prefix, num_shards, template = output_shards(args.output_samples)
+    return construct_loaded(load(argv, check_outputs=False))
+
+
+def construct_loaded(loaded: Loaded) -> Construction:
+    """Builds the whole pipeline from flags already loaded. Input files are listed here."""
+    config, graph = loaded.config, loaded.graph
+    prefix, num_shards, template = output_shards(config.output_samples)
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
-    pipeline = new_pipeline(beam_args, args.runner)
-    batches = build(pipeline, graph, plan, args)
+    pipeline = new_pipeline(loaded.beam_args, config.runner)
+    batches = build(pipeline, graph, loaded.plan, config)
     temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
     _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
-    return Construction(pipeline, graph, output_dir, args.output_samples, temp_dir)
+    return Construction(pipeline, graph, output_dir, config.output_samples, temp_dir)
 
 
 def main_body(argv) -> None:
     start = time.time()
-    args = parse_args(argv)[0]
-    if args.runner == sample_in_memory.IN_MEMORY:
-        main_in_memory(args, start)
+    loaded = load(argv)
+    config = loaded.config
+    if config.runner == sample_in_memory.IN_MEMORY:
+        main_in_memory(loaded, start)
         return
-    graph = load_graph(args.graph_schema)  # schema and spec errors come first
-    make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
-    check_output(graph, args)
-    job = construct(argv)
-    with Progress(parse_args(argv)[0].progress_interval) as progress:
+    job = construct_loaded(loaded)
+    with Progress(config.progress_interval) as progress:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         progress.result = result  # a remote job returns at once: poll its counters
         result.wait_until_finish()
     remove_temp_dir(job.temp_dir)
     counters = counters_of(result)
-    accounting.check_bad_records(counters, args.max_bad_records, job.output_dir)
+    accounting.check_bad_records(counters, config.max_bad_records, job.output_dir)
     issues = accounting.graph_issues(job.graph, counters)
-    accounting.check_strict(issues, accounting.parse_strict(args.strict))
+    accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
-    write_run_summary(argv, args, counters, job.output_dir, time.time() - start, issues)
+    write_run_summary(argv, config, counters, job.output_dir, time.time() - start, issues)
 
 
 def write_run_summary(argv, args, counters, output_dir: str, seconds: float, issues) -> None:
@@ -240,21 +279,19 @@ def write_run_summary(argv, args, counters, output_dir: str, seconds: float, iss
     print(f"summary: {accounting.write_run_summary(output_dir, data)}")
 
 
-def main_in_memory(args, start: float) -> None:
+def main_in_memory(loaded: Loaded, start: float) -> None:
     """--runner InMemory: the same records without Beam (see pipelines.sample_in_memory)."""
-    graph = load_graph(args.graph_schema)
-    plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
-    check_output(graph, args)
-    prefix = output_shards(args.output_samples)[0]
+    config, graph = loaded.config, loaded.graph
+    prefix = output_shards(config.output_samples)[0]
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
-    counters = sample_in_memory.run(args, graph, plan, output_dir)
+    counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
     schema_path = write_output_schema(graph, output_dir)
-    print(f"samples: {args.output_samples}")
+    print(f"samples: {config.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
-    write_run_summary(argv_of(args), args, counters, output_dir, time.time() - start, {})
+    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, {})
 
 
 def argv_of(args) -> list[str]:

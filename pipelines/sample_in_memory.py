@@ -22,9 +22,13 @@ IN_MEMORY = "InMemory"
 
 
 def run(args, graph, plan, output_dir: str) -> collections.Counter:
-    """Samples every seed and writes the records; returns the counters."""
+    """Samples every seed and writes the records; returns the counters.
+
+    `args` is the CLI's config (pipelines.sample.SampleConfig), parsed and validated once there;
+    `graph` and `plan` are the schema and plan it loaded once.
+    """
     start = time.time()
-    mem = in_memory.load_graph(graph, plan)
+    mem = in_memory.load_dense_graph(graph, plan)
     if args.input_seeds:
         seed_ids = read_seed_ids(args.input_seeds)
     else:
@@ -40,7 +44,8 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     writers = [tf.io.TFRecordWriter(path) for path in paths]
     specs = encode_specs(graph.schema)
     try:
-        subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, args.seed, counters)
+        randomness = in_memory.Randomness(args.seed)
+        subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, randomness, counters)
         for i, subgraph in enumerate(subgraphs):
             writers[i % len(writers)].write(encode_subgraph(subgraph, specs))
     finally:

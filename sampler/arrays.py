@@ -28,3 +28,14 @@ def sorted_unique_index(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(out) > 1:
         np.not_equal(out[1:], out[:-1], out=keep[1:])
     return out[keep], order[keep]
+
+
+def expand_ranges(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, position) for every position in [start, start + length) of every row."""
+    total = int(length.sum())
+    rows = np.repeat(np.arange(len(start)), length)
+    if total == 0:
+        return rows, np.zeros(0, np.int64)
+    first = np.cumsum(length) - length
+    within = np.arange(total) - np.repeat(first, length)
+    return rows, np.repeat(start, length) + within

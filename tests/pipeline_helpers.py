@@ -13,6 +13,7 @@ from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 
 
@@ -33,9 +34,11 @@ def oracle_records(
     """The in-memory sampler's records: an independent path over the same kernels."""
     graph = load_graph(schema)
     plan = make_plan(graph, load_sampling_spec(spec), aggregation)
-    mem = in_memory.load_graph(graph, plan)
+    mem = in_memory.load_dense_graph(graph, plan)
     ids = read_seed_ids(input_seeds) if input_seeds else mem.node_tables[plan.seed_set].rows.ids
     specs = encode_specs(graph.schema)
     counters = collections.Counter()
-    subgraphs = in_memory.sample_in_memory(graph, plan, mem, make_seeds(ids), seed, counters)
+    subgraphs = in_memory.sample_in_memory(
+        graph, plan, mem, make_seeds(ids), Randomness(seed), counters
+    )
     return [encode_subgraph(s, specs) for s in subgraphs]

@@ -25,6 +25,7 @@ from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools import synthetic
 from sampler.tools.degree_stats import degree_stats, histogram, stats_cache_path
@@ -39,13 +40,15 @@ def truth(schema: str, spec: str, aggregation: str = "edge", seed: int = 0, seed
     """Mean sizes and total bytes of the real records (in-memory sampler, every seed)."""
     graph = load_graph(schema)
     plan = make_plan(graph, load_sampling_spec(spec), aggregation)
-    mem = in_memory.load_graph(graph, plan)
+    mem = in_memory.load_dense_graph(graph, plan)
     ids = read_seed_ids(seeds) if seeds else mem.node_tables[plan.seed_set].rows.ids
     specs = encode_specs(graph.schema)
     sizes = collections.defaultdict(list)
     total = 0
     counters = collections.Counter()
-    for sg in in_memory.sample_in_memory(graph, plan, mem, make_seeds(ids), seed, counters):
+    for sg in in_memory.sample_in_memory(
+        graph, plan, mem, make_seeds(ids), Randomness(seed), counters
+    ):
         total += len(encode_subgraph(sg, specs)) + 16  # TFRecord framing
         for name, rows in sg.node_sets.items():
             sizes[f"nodes/{name}"].append(len(rows.ids))

@@ -33,6 +33,7 @@ from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
 from sampler.sample.plan import load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 
 FORMATS = ["csv", "tfrecord", "parquet"]
@@ -106,12 +107,12 @@ def sample_in_memory(schema_path, spec_path, aggregation, seed_ids, seed=0):
     """{sample_id: decoded Subgraph} from the in-memory sampler, through encode/decode."""
     graph = load_graph(str(schema_path))
     plan = make_plan(graph, load_sampling_spec(str(spec_path)), aggregation)
-    mem = in_memory.load_graph(graph, plan)
+    mem = in_memory.load_dense_graph(graph, plan)
     seeds = make_seeds(np.array([s.encode() for s in seed_ids], dtype=object))
     specs = encode_specs(output_schema(graph.schema))
     out = {}
     for subgraph in in_memory.sample_in_memory(
-        graph, plan, mem, seeds, seed, collections.Counter()
+        graph, plan, mem, seeds, Randomness(seed), collections.Counter()
     ):
         decoded = decode_subgraph(encode_subgraph(subgraph, specs), specs)
         assert decoded.sample_id.decode() not in out, "two subgraphs with one sample id"

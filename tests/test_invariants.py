@@ -33,6 +33,7 @@ from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
 from sampler.sample.plan import make_plan
+from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools.synthetic import REVERSED, generate_mag, write_graph, write_sampling_spec
 
@@ -178,12 +179,12 @@ class Setup:
         """{sample id: serialized record} from the in-memory sampler."""
         plan = make_plan(self.info, self.spec, aggregation)
         if aggregation not in self._mem:
-            self._mem[aggregation] = in_memory.load_graph(self.info, plan)
+            self._mem[aggregation] = in_memory.load_dense_graph(self.info, plan)
         seeds = make_seeds(np.array([s.encode() for s in self.seeds], dtype=object))
         specs = encode_specs(output_schema(self.info.schema))
         out = {}
         for sg in in_memory.sample_in_memory(
-            self.info, plan, self._mem[aggregation], seeds, seed, collections.Counter()
+            self.info, plan, self._mem[aggregation], seeds, Randomness(seed), collections.Counter()
         ):
             assert sg.sample_id.decode() not in out
             out[sg.sample_id.decode()] = encode_subgraph(sg, specs)

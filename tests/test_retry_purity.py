@@ -19,6 +19,7 @@ from sampler.batches import EdgeBatch, SampleNodes
 from sampler.beam.sample import SampleOp
 from sampler.sample.adjacency import build_adjacency
 from sampler.sample.plan import RANDOM_UNIFORM, Op
+from sampler.sample.randomness import Randomness
 
 
 def _edges(n_nodes=30, n_edges=600, seed=0):
@@ -42,7 +43,7 @@ def test_sample_dofn_is_pure_under_reordering_and_reexecution():
     frontier = SampleNodes(np.repeat(samples, 5), fps[rng.integers(0, len(fps), 200)])
     parts = [frontier.take(np.arange(i, 200, 4)) for i in range(4)]
     adjacency = build_adjacency(edges)
-    dofn = SampleOp._Sample(op, seed=11)
+    dofn = SampleOp._Sample(op, Randomness(11))
     first = _run(dofn, (0, {"frontier": parts, "adjacency": [adjacency]}))
     again = _run(dofn, (0, {"frontier": parts, "adjacency": [adjacency]}))
     shuffled = _run(dofn, (0, {"frontier": parts[::-1] + parts[:1], "adjacency": [adjacency]}))
@@ -53,7 +54,7 @@ def test_sample_dofn_is_pure_under_reordering_and_reexecution():
     assert first and first[0][0]
     assert first == again == shuffled == rebuilt
     other_seed = _run(
-        SampleOp._Sample(op, seed=12), (0, {"frontier": parts, "adjacency": [adjacency]})
+        SampleOp._Sample(op, Randomness(12)), (0, {"frontier": parts, "adjacency": [adjacency]})
     )
     assert other_seed != first
 
@@ -102,7 +103,7 @@ def test_a_retried_bundle_yields_the_same_records():
         for shard, index in pieces
     ]
     expected = sorted(
-        row for element in elements for row in _rows(SampleOp._Sample(op, seed=11), element)
+        row for element in elements for row in _rows(SampleOp._Sample(op, Randomness(11)), element)
     )
     assert expected
     token = uuid.uuid4().hex
@@ -110,7 +111,7 @@ def test_a_retried_bundle_yields_the_same_records():
         got = (
             pipeline
             | beam.Create(elements, reshuffle=False)
-            | beam.ParDo(FailFirstAttempt(SampleOp._Sample(op, seed=11), token))
+            | beam.ParDo(FailFirstAttempt(SampleOp._Sample(op, Randomness(11)), token))
             | beam.FlatMap(_tuples)
         )
         assert_that(got, equal_to(expected))

@@ -34,6 +34,7 @@ from sampler.io.writers import write_table
 from sampler.sample import in_memory
 from sampler.sample.adjacency import build_adjacency, make_seeds
 from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import sample_frontier
 from sampler.schema import load_graph
 
@@ -170,7 +171,7 @@ def chosen_sets(
         sample_size=k,
         strategy=strategy,
         op_key=ids.fingerprint_one(op),
-        seed=seed,
+        randomness=Randomness(seed),
     )
     assert np.all(edges.src == hub)
     by_sample = collections.defaultdict(list)
@@ -358,13 +359,13 @@ def in_memory_choices(directory, k: int, strategy: str, repeats: int, seeds) -> 
         f.write(SPEC % (k, strategy))
     graph = load_graph(str(directory / "graph_schema.pbtxt"))
     plan = make_plan(graph, load_sampling_spec(spec_path))
-    mem = in_memory.load_graph(graph, plan)
+    mem = in_memory.load_dense_graph(graph, plan)
     seed_nodes = make_seeds(np.array([b"h"] * repeats, dtype=object))
     out = []
     for seed in seeds:
         sample_ids = set()
         for sg in in_memory.sample_in_memory(
-            graph, plan, mem, seed_nodes, seed, collections.Counter()
+            graph, plan, mem, seed_nodes, Randomness(seed), collections.Counter()
         ):
             sample_ids.add(sg.sample_id)
             node_ids = sg.node_sets["n"].ids

@@ -16,8 +16,8 @@ from sampler import shards
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.graph_checks import edge_shape_counts
 from sampler.io import graph_tables, readers
-from sampler.node_table import build_node_table
-from sampler.sample.adjacency import build_adjacency
+from sampler.node_table import NodeTable, build_node_table
+from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
@@ -150,6 +150,8 @@ class _SplitByShard(beam.DoFn):
             yield shard, batch.take(index)
 
 
+@beam.typehints.with_input_types(NodeBatch)
+@beam.typehints.with_output_types(tuple[int, NodeTable])
 class BuildNodeTables(beam.PTransform):
     """NodeBatches -> (shard, NodeTable), duplicates dropped and counted."""
 
@@ -181,6 +183,8 @@ class BuildNodeTables(beam.PTransform):
         )
 
 
+@beam.typehints.with_input_types(EdgeBatch)
+@beam.typehints.with_output_types(tuple[int, Adjacency])
 class BuildAdjacency(beam.PTransform):
     """EdgeBatches -> (shard, Adjacency) keyed by the shard of the source node."""
 
@@ -226,6 +230,14 @@ class BuildAdjacency(beam.PTransform):
         )
 
 
+class EdgesAndTables(typing.NamedTuple):
+    """What DropDanglingEdges joins: edge batches and the (shard, NodeTable) of one end's set."""
+
+    edges: beam.PCollection  # EdgeBatch
+    tables: beam.PCollection  # (shard, NodeTable)
+
+
+@beam.typehints.with_output_types(EdgeBatch)
 class DropDanglingEdges(beam.PTransform):
     """Keeps the edges whose endpoint at `end` ('src' or 'dst') is in its node set; counts the rest.
 
@@ -258,11 +270,10 @@ class DropDanglingEdges(beam.PTransform):
             if found.any():
                 yield edges.take(np.flatnonzero(found))
 
-    def expand(self, inputs):
-        edges, tables = inputs
-        keyed = edges | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, self._end))
+    def expand(self, inputs: EdgesAndTables):
+        keyed = inputs.edges | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, self._end))
         return (
-            {"edges": keyed, "table": tables}
+            {"edges": keyed, "table": inputs.tables}
             | "Join" >> beam.CoGroupByKey()
             | "Keep" >> beam.ParDo(self._Keep(self._info, self._end))
         )
@@ -328,16 +339,16 @@ class ReadGraph(beam.PTransform):
         adjacency = {}
         for name, info in graph.edge_sets.items():
             if self._drop_dangling:
-                edges[name] = (
-                    edges[name],
-                    tables[info.source],
-                ) | f"KnownSources/{name}" >> DropDanglingEdges(info, "src", num_shards)
-                edges[name] = (
-                    edges[name],
-                    tables[info.target],
-                ) | f"KnownTargets/{name}" >> DropDanglingEdges(info, "dst", num_shards)
+                known = EdgesAndTables(edges[name], tables[info.source])
+                edges[name] = known | f"KnownSources/{name}" >> DropDanglingEdges(
+                    info, "src", num_shards
+                )
+                known = EdgesAndTables(edges[name], tables[info.target])
+                edges[name] = known | f"KnownTargets/{name}" >> DropDanglingEdges(
+                    info, "dst", num_shards
+                )
             # Without drop_dangling the edges are final only once the worker drops them
-            # (sampler.beam.sample.SampleOnWorkers counts them there).
+            # (sampler.beam.on_workers.SampleOnWorkers counts them there).
             adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
                 info, num_shards, self._plan, count_shapes=self._drop_dangling
             )

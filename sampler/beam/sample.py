@@ -1,4 +1,6 @@
-"""PTransforms that sample subgraphs from sharded node tables and adjacency lists.
+"""The `sharded` placement: PTransforms that sample subgraphs hop by hop from sharded node
+tables and adjacency lists, and the pieces both placements share (SamplingInputs, RecordBatch).
+The `worker` placement is `sampler.beam.on_workers`; the seeds are made in `sampler.beam.seeds`.
 
 The plan, stage by stage:
   Seeds        (shard, Seeds)            seed occurrences, sharded by seed node
@@ -7,36 +9,65 @@ The plan, stage by stage:
   Nodes/<set>  (shard, SampleNodes)      joined with (shard, NodeTable) -> node rows
   Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
   Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example])
+
+Composite transforms take NamedTuples of PCollections (SamplingInputs, OpInputs, NodeRequests,
+InducedInputs), never positional tuples.
 """
 
 from __future__ import annotations
 
 import collections
-import uuid
+import typing
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
-from apache_beam.utils import shared
 
-from sampler import ids, shards
-from sampler.batches import SampleNodes, Seeds
-from sampler.graph_checks import edge_shape_counts
-from sampler.node_table import merge_node_tables
-from sampler.sample.adjacency import make_seeds, merge_adjacency
+from sampler import shards
+from sampler.batches import SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.sample.assemble import assemble, lookup_rows
-from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs, encode_subgraph
-from sampler.sample.in_memory import sample_in_memory
 from sampler.sample.plan import NODE, Op, SamplingPlan
-from sampler.sample.sampling import _expand_ranges, all_out_edges, sample_frontier
+from sampler.sample.randomness import Randomness
+from sampler.sample.sampling import all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
 
 NAMESPACE = "sampler"
 SEEDS, NODES, EDGES = "seeds", "nodes", "edges"
 
+# What both placements output: (bucket, chunk, [serialized GraphTensor tf.Example]).
+RecordBatch = tuple[int, int, list[bytes]]
 
-class _SizeCounters:
+
+class SamplingInputs(typing.NamedTuple):
+    """What SampleSubgraphs and SampleOnWorkers sample from."""
+
+    seeds: beam.PCollection  # (shard, Seeds)
+    tables: dict[str, beam.PCollection]  # node set -> (shard, NodeTable)
+    adjacency: dict[str, beam.PCollection]  # edge set -> (shard, Adjacency)
+
+
+class OpInputs(typing.NamedTuple):
+    """What one SampleOp joins: its input ops' frontiers and its edge set's adjacency."""
+
+    frontier: tuple[beam.PCollection, ...]  # each (shard, SampleNodes)
+    adjacency: beam.PCollection  # (shard, Adjacency)
+
+
+class NodeRequests(typing.NamedTuple):
+    """What LookupNodes joins: (sample, node) requests and the node set's tables."""
+
+    requests: beam.PCollection  # (shard, SampleNodes)
+    tables: beam.PCollection  # (shard, NodeTable)
+
+
+class InducedInputs(typing.NamedTuple):
+    """What InducedEdges joins: the sampled source nodes and the edge set's adjacency."""
+
+    nodes: beam.PCollection  # (shard, SampleNodes)
+    adjacency: beam.PCollection  # (shard, Adjacency)
+
+
+class SizeCounters:
     """Beam counters `output_nodes/<set>` and `output_edges/<set>`, plus kernel counters."""
 
     def __init__(self):
@@ -59,7 +90,7 @@ class _SizeCounters:
         self._sums = collections.Counter()
 
 
-def _encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
+def encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
     """(bucket, chunk, [serialized tf.Example]) batches, in the order the subgraphs come."""
     records, chunk = [], 0
     for subgraph in subgraphs:
@@ -90,7 +121,7 @@ class _SplitSampleNodes(beam.DoFn):
             yield shard, batch.take(index)
 
 
-class _ToBuckets(beam.DoFn):
+class ToBuckets(beam.DoFn):
     """A per-sample piece -> (bucket, (kind, set name, piece)) by sample key."""
 
     def __init__(self, kind: str, name: str, num_buckets: int):
@@ -103,70 +134,19 @@ class _ToBuckets(beam.DoFn):
             yield bucket, (self._kind, self._name, piece.take(index))
 
 
-class SeedsFromNodeTable(beam.PTransform):
-    """Every node of the seed set once: (shard, Seeds)."""
-
-    class _Make(beam.DoFn):
-        def __init__(self):
-            self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
-
-        def process(self, shard_table):
-            shard, table = shard_table
-            self._seeds_in.inc(len(table.rows.ids))
-            yield shard, make_seeds(table.rows.ids)
-
-    def expand(self, tables):
-        return tables | "MakeSeeds" >> beam.ParDo(self._Make())
-
-
-class SeedsFromIds(beam.PTransform):
-    """Seed id batches (object arrays) -> (shard, Seeds), one seed per occurrence."""
-
-    def __init__(self, num_shards: int):
-        super().__init__()
-        self._num_shards = num_shards
-
-    class _Split(beam.DoFn):
-        def __init__(self, num_shards: int):
-            self._num_shards = num_shards
-
-        def process(self, seed_ids: np.ndarray):
-            for shard, index in shards.by_shard(
-                ids.fingerprint(seed_ids.tolist()), self._num_shards
-            ):
-                yield shard, seed_ids[index]
-
-    class _Make(beam.DoFn):
-        def __init__(self):
-            self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
-
-        def process(self, shard_parts):
-            shard, parts = shard_parts
-            seeds = make_seeds(np.concatenate(list(parts)))
-            self._seeds_in.inc(len(seeds))
-            yield shard, seeds
-
-    def expand(self, seed_ids):
-        return (
-            seed_ids
-            | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
-            | "Group" >> beam.GroupByKey()
-            | "MakeSeeds" >> beam.ParDo(self._Make())
-        )
-
-
+@beam.typehints.with_output_types(SampledEdges)
 class SampleOp(beam.PTransform):
-    """One sampling op: {frontier parts} x adjacency -> SampledEdges (unkeyed)."""
+    """One sampling op: OpInputs (frontier parts x adjacency) -> SampledEdges (unkeyed)."""
 
-    def __init__(self, op: Op, seed: int):
+    def __init__(self, op: Op, randomness: Randomness):
         super().__init__()
         self._op = op
-        self._seed = seed
+        self._randomness = randomness
 
     class _Sample(beam.DoFn):
-        def __init__(self, op: Op, seed: int):
+        def __init__(self, op: Op, randomness: Randomness):
             self._op = op
-            self._seed = seed
+            self._randomness = randomness
             self._frontier = Metrics.distribution(NAMESPACE, f"frontier_rows/{op.name}")
             self._sampled = Metrics.counter(NAMESPACE, f"sampled_edges/{op.name}")
 
@@ -184,24 +164,24 @@ class SampleOp(beam.PTransform):
                 sample_size=op.sample_size,
                 strategy=op.strategy,
                 op_key=op.key,
-                seed=self._seed,
+                randomness=self._randomness,
             )
             self._sampled.inc(len(edges))
             if len(edges):
                 yield edges
 
-    def expand(self, inputs):
-        frontier_parts, adjacency = inputs
-        frontier = frontier_parts | "Frontier" >> beam.Flatten()
+    def expand(self, inputs: OpInputs):
+        frontier = inputs.frontier | "Frontier" >> beam.Flatten()
         return (
-            {"frontier": frontier, "adjacency": adjacency}
+            {"frontier": frontier, "adjacency": inputs.adjacency}
             | "Join" >> beam.CoGroupByKey()
-            | "Sample" >> beam.ParDo(self._Sample(self._op, self._seed))
+            | "Sample" >> beam.ParDo(self._Sample(self._op, self._randomness))
         )
 
 
+@beam.typehints.with_output_types(SampleNodeRows)
 class LookupNodes(beam.PTransform):
-    """(shard, SampleNodes) requests x (shard, NodeTable) -> SampleNodeRows."""
+    """NodeRequests ((shard, SampleNodes) x (shard, NodeTable)) -> SampleNodeRows."""
 
     def __init__(self, node_set: str):
         super().__init__()
@@ -225,17 +205,17 @@ class LookupNodes(beam.PTransform):
             if len(rows):
                 yield rows
 
-    def expand(self, inputs):
-        requests, tables = inputs
+    def expand(self, inputs: NodeRequests):
         return (
-            {"requests": requests, "table": tables}
+            {"requests": inputs.requests, "table": inputs.tables}
             | "Join" >> beam.CoGroupByKey()
             | "Lookup" >> beam.ParDo(self._Lookup(self._node_set))
         )
 
 
+@beam.typehints.with_output_types(SampledEdges)
 class InducedEdges(beam.PTransform):
-    """Node aggregation: every out-edge of every sampled source node, per sample."""
+    """Node aggregation: InducedInputs -> every out-edge of every sampled source node (SampledEdges)."""
 
     class _AllEdges(beam.DoFn):
         def process(self, shard_groups):
@@ -247,15 +227,15 @@ class InducedEdges(beam.PTransform):
                 if len(edges):
                     yield edges
 
-    def expand(self, inputs):
-        nodes, adjacency = inputs
+    def expand(self, inputs: InducedInputs):
         return (
-            {"nodes": nodes, "adjacency": adjacency}
+            {"nodes": inputs.nodes, "adjacency": inputs.adjacency}
             | "Join" >> beam.CoGroupByKey()
             | "AllEdges" >> beam.ParDo(self._AllEdges())
         )
 
 
+@beam.typehints.with_output_types(RecordBatch)
 class AssembleExamples(beam.PTransform):
     """(bucket, pieces) -> (bucket, chunk, [serialized GraphTensor tf.Example]) batches."""
 
@@ -270,7 +250,7 @@ class AssembleExamples(beam.PTransform):
             self._plan = plan
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
-            self._sizes = _SizeCounters()
+            self._sizes = SizeCounters()
 
         def setup(self):
             self._specs = encode_specs(self._graph.schema)
@@ -284,7 +264,7 @@ class AssembleExamples(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
             subgraphs = assemble(self._graph, self._plan, seeds, nodes, edges, counters)
-            yield from _encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
             self._sizes.flush(counters)
 
     def expand(self, pieces):
@@ -296,21 +276,28 @@ class AssembleExamples(beam.PTransform):
         )
 
 
+@beam.typehints.with_output_types(RecordBatch)
 class SampleSubgraphs(beam.PTransform):
-    """(shard, Seeds) + node tables + adjacency -> (bucket, chunk, [serialized tf.Example])."""
+    """SamplingInputs -> RecordBatch (bucket, chunk, [serialized tf.Example]), hop by hop."""
 
     def __init__(
-        self, graph: GraphInfo, plan: SamplingPlan, *, seed: int, num_shards: int, num_buckets: int
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        *,
+        randomness: Randomness,
+        num_shards: int,
+        num_buckets: int,
     ):
         super().__init__()
         self._graph = graph
         self._plan = plan
-        self._seed = seed
+        self._randomness = randomness
         self._num_shards = num_shards
         self._num_buckets = num_buckets
 
-    def expand(self, inputs):
-        seeds, tables, adjacency = inputs
+    def expand(self, inputs: SamplingInputs):
+        seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
         graph, plan, buckets = self._graph, self._plan, self._num_buckets
         produced = {
             plan.seed_op: seeds
@@ -318,8 +305,8 @@ class SampleSubgraphs(beam.PTransform):
         }
         sampled = collections.defaultdict(list)
         for op in plan.ops:
-            frontier = tuple(produced[name] for name in op.inputs)
-            edges = (frontier, adjacency[op.edge_set]) | f"Op/{op.name}" >> SampleOp(op, self._seed)
+            frontier = OpInputs(tuple(produced[name] for name in op.inputs), adjacency[op.edge_set])
+            edges = frontier | f"Op/{op.name}" >> SampleOp(op, self._randomness)
             sampled[op.edge_set].append(edges)
             produced[op.name] = (
                 edges
@@ -329,19 +316,18 @@ class SampleSubgraphs(beam.PTransform):
         pieces = [
             seeds
             | "SeedsToBuckets" >> beam.Values()
-            | "SeedBuckets" >> beam.ParDo(_ToBuckets(SEEDS, "", buckets))
+            | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", buckets))
         ]
         rows = {}
         for name in graph.node_sets:
             requests = [produced[op] for op in produced if plan.output_set(op) == name]
             if not requests:
                 continue
-            rows[name] = (
-                tuple(requests) | f"Requests/{name}" >> beam.Flatten(),
-                tables[name],
+            rows[name] = NodeRequests(
+                tuple(requests) | f"Requests/{name}" >> beam.Flatten(), tables[name]
             ) | f"Nodes/{name}" >> LookupNodes(name)
             pieces.append(
-                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(_ToBuckets(NODES, name, buckets))
+                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
             )
         if plan.aggregation == NODE:
             sampled = {}
@@ -353,145 +339,11 @@ class SampleSubgraphs(beam.PTransform):
                     | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
                     | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
                 )
-                sampled[name] = [(present, adjacency[name]) | f"Induced/{name}" >> InducedEdges()]
+                induced = InducedInputs(present, adjacency[name])
+                sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
         for name, parts in sampled.items():
             for i, edges in enumerate(parts):
                 pieces.append(
-                    edges
-                    | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(_ToBuckets(EDGES, name, buckets))
+                    edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
                 )
         return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
-
-
-class _GraphOnWorker:
-    """The whole graph in one worker's memory, built once per process from the shards."""
-
-    def __init__(self, graph: GraphInfo, adjacency: dict, tables: dict):
-        nodes = {
-            name: merge_node_tables(list(tables[name]), info.features)
-            for name, info in graph.node_sets.items()
-        }
-        merged = {
-            name: merge_adjacency(list(adjacency[name]), info.features)
-            for name, info in graph.edge_sets.items()
-        }
-        self.memory = densify(graph, nodes, merged)
-
-
-class SampleOnWorkers(beam.PTransform):
-    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major.
-
-    For graphs that fit one worker's memory: every worker process holds the whole
-    graph (the sharded tables and adjacency as side inputs, merged once per process
-    and shared across bundles), and samples a bucket of seeds completely, with the
-    same kernels as the in-memory sampler. Nothing per sample is shuffled.
-    """
-
-    def __init__(
-        self,
-        graph: GraphInfo,
-        plan: SamplingPlan,
-        *,
-        seed: int,
-        num_buckets: int,
-        chunk_size: int = 512,
-    ):
-        super().__init__()
-        self._graph = graph
-        self._plan = plan
-        self._seed = seed
-        self._num_buckets = num_buckets
-        self._chunk_size = chunk_size
-
-    class _SampleBucket(beam.DoFn):
-        def __init__(
-            self, graph: GraphInfo, plan: SamplingPlan, seed: int, chunk_size: int, handle, tag: str
-        ):
-            self._graph = graph
-            self._plan = plan
-            self._seed = seed
-            self._chunk_size = chunk_size
-            self._handle = handle
-            self._tag = tag
-            self._specs = None
-            self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
-            self._sizes = _SizeCounters()
-
-        def setup(self):
-            self._specs = encode_specs(self._graph.schema)
-
-        def process(self, bucket_parts, *side):
-            bucket, parts = bucket_parts
-            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
-            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
-            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            loaded = self._handle.acquire(
-                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
-            )
-            seeds = Seeds.concat(list(parts))
-            self._bucket_samples.update(len(seeds))
-            counters = collections.Counter()
-            subgraphs = sample_in_memory(
-                self._graph,
-                self._plan,
-                loaded.memory,
-                seeds,
-                self._seed,
-                counters,
-                self._chunk_size,
-            )
-            yield from _encoded_batches(bucket, subgraphs, self._specs, self._sizes)
-            self._sizes.flush(counters)
-
-    class _GraphFacts(beam.DoFn):
-        """Once per run: edges with a missing end (dropped), self-loops and parallel edges."""
-
-        def __init__(self, graph: GraphInfo, handle, tag: str):
-            self._graph = graph
-            self._handle = handle
-            self._tag = tag
-
-        def process(self, _, *side):
-            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
-            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
-            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            loaded = self._handle.acquire(
-                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
-            )
-            for name, count in loaded.memory.dropped_edges.items():
-                Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(count)
-            for name, info in self._graph.edge_sets.items():
-                adj = loaded.memory.adjacency[name]
-                src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
-                dst = adj.targets[_expand_ranges(adj.starts, adj.degrees)[1]]
-                loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
-                Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
-                Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
-            return []
-
-    def expand(self, inputs):
-        seeds, tables, adjacency = inputs
-        graph = self._graph
-        side = [
-            beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
-            for name in graph.edge_sets
-        ]
-        side += [
-            beam.pvalue.AsIter(tables[name] | f"TableValues/{name}" >> beam.Values())
-            for name in graph.node_sets
-        ]
-        handle, tag = shared.Shared(), uuid.uuid4().hex
-        fn = self._SampleBucket(graph, self._plan, self._seed, self._chunk_size, handle, tag)
-        _ = (
-            seeds.pipeline
-            | "Once" >> beam.Create([None])
-            | "GraphFacts" >> beam.ParDo(self._GraphFacts(graph, handle, tag), *side)
-        )
-        return (
-            seeds
-            | "SeedValues" >> beam.Values()
-            | "SeedBuckets" >> beam.ParDo(_ToBuckets(SEEDS, "", self._num_buckets))
-            | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
-            | "Group" >> beam.GroupByKey()
-            | "SampleBuckets" >> beam.ParDo(fn, *side)
-        )

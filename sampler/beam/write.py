@@ -24,6 +24,8 @@ NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
 
 
+@beam.typehints.with_input_types(tuple[int, int, list[bytes]])
+@beam.typehints.with_output_types(str)
 class WriteRecordShards(beam.PTransform):
     """(bucket, chunk, [record bytes]) -> `prefix-SSSSS-of-NNNNN` files, or one file `prefix`."""
 

@@ -17,7 +17,7 @@ from sampler.arrays import sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
-from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
+from sampler.sample.subgraph import Subgraph, slice_subgraphs
 from sampler.schema import GraphInfo
 
 
@@ -80,6 +80,15 @@ def edge_order(s, src, dst, ekey) -> np.ndarray:
     return order
 
 
+def unique_edges(s, src, dst, ekey) -> np.ndarray:
+    """Indices of the edges in output order (edge_order), each (sample, edge key) once."""
+    order = edge_order(s, src, dst, ekey)
+    s, ekey = s[order], ekey[order]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
+    return order[first]
+
+
 def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
 
@@ -134,7 +143,7 @@ def assemble(
         node_rows[name] = (rows, bounds)
     counters["seeds_not_in_node_set"] += int((~has_seed).sum())
 
-    edge_rows: dict[str, tuple[np.ndarray, np.ndarray, dict, np.ndarray]] = {}
+    edge_rows: dict[str, tuple[np.ndarray, dict, np.ndarray]] = {}
     for name, info in graph.edge_sets.items():
         batch = SampledEdges.concat(edges.get(name, []), info.features)
         s, ok = sample_index(batch.sample)
@@ -144,28 +153,11 @@ def assemble(
             counters["edges_with_missing_endpoint"] += int((ok & ~(ok_src & ok_dst)).sum())
         keep = np.flatnonzero(ok & ok_src & ok_dst)
         s, src, dst, ekey = s[keep], src[keep], dst[keep], batch.edge_key[keep]
-        order = edge_order(s, src, dst, ekey)
-        s, src, dst, ekey, keep = s[order], src[order], dst[order], ekey[order], keep[order]
-        first = np.ones(len(s), dtype=bool)
-        first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
-        s, src, dst, keep = s[first], src[first], dst[first], keep[first]
+        chosen = unique_edges(s, src, dst, ekey)
+        s, src, dst, keep = s[chosen], src[chosen], dst[chosen], keep[chosen]
         features = {f: col[keep] for f, col in batch.features.items()}
-        edge_rows[name] = (s, np.stack([src, dst]), features, group_bounds(s, n_samples))
+        edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n_samples))
 
-    for i in range(n_samples):
-        if not has_seed[i]:
-            continue
-        node_sets = {}
-        for name, (rows, bounds) in node_rows.items():
-            lo, hi = bounds[i], bounds[i + 1]
-            node_sets[name] = NodeSetRows(
-                rows.ids[lo:hi], {f: col[lo:hi] for f, col in rows.features.items()}
-            )
-        edge_sets = {}
-        for name, (_, adj, features, bounds) in edge_rows.items():
-            lo, hi = bounds[i], bounds[i + 1]
-            edge_sets[name] = EdgeSetRows(
-                adj[0, lo:hi], adj[1, lo:hi], {f: col[lo:hi] for f, col in features.items()}
-            )
-        counters["subgraphs"] += 1
-        yield Subgraph(seeds.sample_id[i], seeds.seed_id[i], node_sets, edge_sets)
+    yield from slice_subgraphs(
+        seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters, keep=has_seed
+    )

@@ -17,15 +17,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler import ids
-from sampler.arrays import sorted_unique
+from sampler.arrays import expand_ranges, sorted_unique
 from sampler.batches import Seeds, take_features
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.assemble import edge_order, group_bounds, stable_order
+from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
-from sampler.sample.sampling import _expand_ranges, choose
-from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
+from sampler.sample.randomness import Randomness
+from sampler.sample.sampling import choose
+from sampler.sample.subgraph import Subgraph, slice_subgraphs
 from sampler.schema import GraphInfo
 
 
@@ -57,7 +57,7 @@ def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, 
     dense, dropped = {}, {}
     for name, info in graph.edge_sets.items():
         adj = adjacency[name]
-        owner, positions = _expand_ranges(adj.starts, adj.degrees)
+        owner, positions = expand_ranges(adj.starts, adj.degrees)
         src_rows, src_ok = nodes[info.source].lookup(adj.nodes)
         dst_rows, dst_ok = nodes[info.target].lookup(adj.targets[positions])
         keep = src_ok[owner] & dst_ok
@@ -120,7 +120,7 @@ def sample_chunk(
     plan: SamplingPlan,
     dg: DenseGraph,
     seeds: Seeds,
-    seed: int,
+    randomness: Randomness,
     counters: collections.Counter,
 ) -> Iterator[Subgraph]:
     """Samples the subgraphs of a chunk of seeds (yielded in the order of `seeds`)."""
@@ -147,7 +147,7 @@ def sample_chunk(
         live = np.flatnonzero(degree > 0)
         s, r = s[live], r[live]
         fps = dg.nodes[op.source].rows.fp[r]
-        stream = ids.combine(np.uint64(seed), op.key, seeds.sample[s], fps)
+        stream = randomness.stream(op.key, seeds.sample[s], fps)
         rows, positions = choose(
             adj.starts[r],
             degree[live],
@@ -177,33 +177,15 @@ def sample_chunk(
         src, _ = members[info.source].find(s, src_row)
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        ekey = adj.edge_keys[pos]
-        order = edge_order(s, src, dst, ekey)
-        s, src, dst, ekey, pos = s[order], src[order], dst[order], ekey[order], pos[order]
-        first = np.ones(len(s), dtype=bool)
-        first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
-        s, src, dst, pos = s[first], src[first], dst[first], pos[first]
+        chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
+        s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
         features = take_features(adj.features, pos)
         edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n))
     node_rows = {}
     for name, m in members.items():
         rows = dg.nodes[name].rows.take(m.row[m.order])
         node_rows[name] = (rows, m.bounds)
-    for i in range(n):
-        node_sets = {}
-        for name, (rows, bounds) in node_rows.items():
-            lo, hi = bounds[i], bounds[i + 1]
-            node_sets[name] = NodeSetRows(
-                rows.ids[lo:hi], {f: col[lo:hi] for f, col in rows.features.items()}
-            )
-        edge_sets = {}
-        for name, (adj_rows, features, bounds) in edge_rows.items():
-            lo, hi = bounds[i], bounds[i + 1]
-            edge_sets[name] = EdgeSetRows(
-                adj_rows[0, lo:hi], adj_rows[1, lo:hi], {f: c[lo:hi] for f, c in features.items()}
-            )
-        counters["subgraphs"] += 1
-        yield Subgraph(seeds.sample_id[i], seeds.seed_id[i], node_sets, edge_sets)
+    yield from slice_subgraphs(seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters)
 
 
 def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
@@ -212,6 +194,6 @@ def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> 
     for name, info in graph.edge_sets.items():
         adj = dg.adjacency[name]
         m = members[info.source]
-        rows, positions = _expand_ranges(adj.starts[m.row], adj.degrees[m.row])
+        rows, positions = expand_ranges(adj.starts[m.row], adj.degrees[m.row])
         picked[name] = [(m.sample[rows], m.row[rows], positions)]
     return picked

@@ -2,8 +2,8 @@
 
 It reads every table, builds node tables and adjacency lists, and samples with
 the dense kernels of `sampler.sample.dense`. It gives the same records as the Beam
-pipeline for the same --seed (the pipeline's tests use it as their oracle) and
-is the floor in the benchmarks.
+pipeline for the same Randomness (--seed); the pipeline's tests use it as their oracle,
+and it is the floor in the benchmarks.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from sampler.node_table import build_node_table
 from sampler.sample.adjacency import build_adjacency
 from sampler.sample.dense import DenseGraph, densify, sample_chunk
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import Subgraph
 from sampler.schema import GraphInfo
 
 InMemoryGraph = DenseGraph
 
 
-def load_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
+def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
     """Reads every table once and builds node tables and dense adjacency lists."""
     node_parts: dict[str, list[NodeBatch]] = collections.defaultdict(list)
     for name, info in graph.node_sets.items():
@@ -56,7 +57,7 @@ def sample_in_memory(
     plan: SamplingPlan,
     mem: DenseGraph,
     seeds: Seeds,
-    seed: int,
+    randomness: Randomness,
     counters: collections.Counter,
     chunk_size: int = 512,
 ) -> Iterator[Subgraph]:
@@ -65,4 +66,4 @@ def sample_in_memory(
     order = np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64)
     for lo in range(0, len(order), chunk_size):
         chunk = seeds.take(order[lo : lo + chunk_size])
-        yield from sample_chunk(graph, plan, mem, chunk, seed, counters)
+        yield from sample_chunk(graph, plan, mem, chunk, randomness, counters)

@@ -1,31 +1,22 @@
 """The sampling kernel: choose out-edges for a frontier of (sample, node) pairs.
 
 Every random choice is a pure function of (seed, op, sample, node, draw
-index). The work per frontier row is O(sample_size) for RANDOM_UNIFORM (Floyd's
-algorithm, vectorized over rows), so a hub reached by many samples costs what
-is sampled, not copies of its adjacency list. TOP_K and RANDOM_WEIGHTED must
-look at every weight of the row: O(degree).
+index); streams and draws come from `sampler.sample.randomness`. The work per
+frontier row is O(sample_size) for RANDOM_UNIFORM (Floyd's algorithm,
+vectorized over rows), so a hub reached by many samples costs what is sampled,
+not copies of its adjacency list. TOP_K and RANDOM_WEIGHTED must look at every
+weight of the row: O(degree).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sampler import ids
+from sampler.arrays import expand_ranges
 from sampler.batches import SampledEdges, SampleNodes, take_features
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
-
-
-def _expand_ranges(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row index, position) for every position in [start, start + length) of every row."""
-    total = int(length.sum())
-    rows = np.repeat(np.arange(len(start)), length)
-    if total == 0:
-        return rows, np.zeros(0, np.int64)
-    first = np.cumsum(length) - length
-    within = np.arange(total) - np.repeat(first, length)
-    return rows, np.repeat(start, length) + within
+from sampler.sample.randomness import Randomness, draw
 
 
 def _floyd(stream: np.ndarray, degree: np.ndarray, k: int) -> np.ndarray:
@@ -33,7 +24,7 @@ def _floyd(stream: np.ndarray, degree: np.ndarray, k: int) -> np.ndarray:
     chosen = np.empty((len(degree), k), dtype=np.int64)
     for i in range(k):
         j = degree - k + i
-        t = np.minimum((ids.draws(stream, i) * (j + 1)).astype(np.int64), j)
+        t = np.minimum((draw(stream, i) * (j + 1)).astype(np.int64), j)
         if i:
             taken = (chosen[:, :i] == t[:, None]).any(axis=1)
             t = np.where(taken, j, t)
@@ -68,19 +59,19 @@ def choose(
     k = sample_size
     if strategy == RANDOM_UNIFORM:
         small = degree <= k
-        rows_a, pos_a = _expand_ranges(start[small], degree[small])
+        rows_a, pos_a = expand_ranges(start[small], degree[small])
         rows_a = np.flatnonzero(small)[rows_a]
         big = np.flatnonzero(~small)
         picks = _floyd(stream[big], degree[big], k) + start[big][:, None]
         return np.concatenate([rows_a, np.repeat(big, k)]), np.concatenate([pos_a, picks.ravel()])
-    rows, positions = _expand_ranges(start, degree)
+    rows, positions = expand_ranges(start, degree)
     weight = weights[positions]
     if strategy == TOP_K:
         score = weight
     elif strategy == RANDOM_WEIGHTED:
         # Efraimidis-Spirakis: the k largest log(u)/w; weight <= 0 is never sampled.
         within = positions - start[rows]
-        u = ids.draws(stream[rows], within)
+        u = draw(stream[rows], within)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(weight > 0, np.log(np.maximum(u, 2.0**-60)) / weight, -np.inf)
         ok = np.isfinite(score)
@@ -97,7 +88,7 @@ def sample_frontier(
     sample_size: int,
     strategy: str,
     op_key: np.uint64,
-    seed: int,
+    randomness: Randomness,
 ) -> SampledEdges:
     """Samples up to `sample_size` out-edges of each (sample, node) in the frontier.
 
@@ -107,7 +98,7 @@ def sample_frontier(
     start, degree = adjacency.lookup(frontier.node)
     live = np.flatnonzero(degree > 0)
     sample, node = frontier.sample[live], frontier.node[live]
-    stream = ids.combine(np.uint64(seed), op_key, sample, node)
+    stream = randomness.stream(op_key, sample, node)
     rows, positions = choose(
         start[live],
         degree[live],
@@ -128,7 +119,7 @@ def sample_frontier(
 def all_out_edges(adjacency: Adjacency, frontier: SampleNodes) -> SampledEdges:
     """Every out-edge of every (sample, node): the candidates of node aggregation."""
     start, degree = adjacency.lookup(frontier.node)
-    rows, positions = _expand_ranges(start, degree)
+    rows, positions = expand_ranges(start, degree)
     return SampledEdges(
         sample=frontier.sample[rows],
         src=frontier.node[rows],

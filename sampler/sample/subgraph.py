@@ -37,3 +37,37 @@ class Subgraph:
     seed_id: bytes
     node_sets: dict[str, NodeSetRows]
     edge_sets: dict[str, EdgeSetRows]
+
+
+def slice_subgraphs(
+    sample_ids,
+    seed_ids,
+    node_rows: dict,
+    edge_rows: dict,
+    counters,
+    keep: np.ndarray | None = None,
+):
+    """Cuts per-sample rows, grouped by sample, into one Subgraph per sample.
+
+    `node_rows`: node set -> (NodeBatch, bounds); `edge_rows`: edge set ->
+    ((2, n) source/target indices, features, bounds); sample i owns rows
+    [bounds[i], bounds[i + 1]). Samples with `keep[i]` False are skipped. Counts
+    `subgraphs` in `counters`.
+    """
+    for i in range(len(sample_ids)):
+        if keep is not None and not keep[i]:
+            continue
+        node_sets = {}
+        for name, (rows, bounds) in node_rows.items():
+            lo, hi = bounds[i], bounds[i + 1]
+            node_sets[name] = NodeSetRows(
+                rows.ids[lo:hi], {f: col[lo:hi] for f, col in rows.features.items()}
+            )
+        edge_sets = {}
+        for name, (adj, features, bounds) in edge_rows.items():
+            lo, hi = bounds[i], bounds[i + 1]
+            edge_sets[name] = EdgeSetRows(
+                adj[0, lo:hi], adj[1, lo:hi], {f: col[lo:hi] for f, col in features.items()}
+            )
+        counters["subgraphs"] += 1
+        yield Subgraph(sample_ids[i], seed_ids[i], node_sets, edge_sets)

@@ -24,6 +24,7 @@ from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
 from sampler.io import graph_tables
 from sampler.sample.adjacency import Adjacency, build_adjacency, make_seeds
 from sampler.sample.plan import NODE, WEIGHT_FEATURE, SamplingPlan
+from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import all_out_edges, sample_frontier
 from sampler.schema import GraphInfo
 
@@ -145,7 +146,7 @@ def run_probe(
                 sample_size=op.sample_size,
                 strategy=op.strategy,
                 op_key=op.key,
-                seed=seed,
+                randomness=Randomness(seed),
             )
             produced[op.name] = SampleNodes(edges.sample, edges.dst)
             sampled[op.edge_set].append(edges)

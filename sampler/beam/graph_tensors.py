@@ -1,0 +1,138 @@
+"""The library entry point: sample GraphTensor tf.Examples inside your own Beam pipeline.
+
+    with beam.Pipeline() as p:
+        sampled = p | SampleGraphTensors("graph/", "spec.pbtxt", seed=7, placement="worker")
+        sampled.examples | beam.Map(...)  # serialized GraphTensor tf.Examples (bytes)
+        sampled.bad_records | ...  # unreadable input rows, JSON lines (dead letters)
+
+`pipelines.sample` builds its pipeline through the same function, `sample_graph_tensors`,
+and writes its RecordBatches as TFRecord shards; the records are the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import apache_beam as beam
+
+from sampler.beam.on_workers import SampleOnWorkers
+from sampler.beam.read import ReadGraph, ReadSeedIds
+from sampler.beam.sample import RecordBatch, SampleSubgraphs, SamplingInputs
+from sampler.beam.seeds import SeedsFromIds, SeedsFromNodeTable
+from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
+from sampler.schema import GraphInfo, load_graph
+
+PLACEMENTS = ("worker", "sharded")
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingOptions:
+    """How to sample; none of these changes the records except `randomness`."""
+
+    randomness: Randomness = Randomness()
+    placement: str = "worker"  # 'worker' or 'sharded': same records, different scale
+    input_seeds: str | None = None  # table whose #id column lists the seeds; None: every node
+    num_shards: int = 32
+    num_buckets: int = 32
+    max_bad_records: int = 0
+
+    def __post_init__(self):
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+
+
+class SampledBatches(typing.NamedTuple):
+    """What sample_graph_tensors adds to a pipeline."""
+
+    batches: beam.PCollection  # RecordBatch: (bucket, chunk, [serialized tf.Example])
+    bad_records: beam.PCollection  # JSON lines
+
+
+class SampledExamples(typing.NamedTuple):
+    """What SampleGraphTensors outputs."""
+
+    examples: beam.PCollection  # bytes: serialized GraphTensor tf.Examples
+    bad_records: beam.PCollection  # JSON lines
+
+
+def sample_graph_tensors(
+    root: beam.pvalue.PBegin, graph: GraphInfo, plan: SamplingPlan, options: SamplingOptions
+) -> SampledBatches:
+    """Adds the stages ReadGraph, [ReadSeeds,] Seeds, BadRecords and Sample under `root`'s scope.
+
+    Applied directly by the CLI, so its stage names stay top-level, and inside
+    SampleGraphTensors for library users.
+    """
+    read_graph = ReadGraph(
+        graph, plan, options.num_shards, options.placement == "sharded", options.max_bad_records
+    )
+    read = root | "ReadGraph" >> read_graph
+    bad_records = [read.bad_records]
+    if options.input_seeds:
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
+        bad_records.append(read_seeds.bad_records)
+    else:
+        seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
+    if options.placement == "worker":
+        sample = SampleOnWorkers(
+            graph, plan, randomness=options.randomness, num_buckets=options.num_buckets
+        )
+    else:
+        sample = SampleSubgraphs(
+            graph,
+            plan,
+            randomness=options.randomness,
+            num_shards=options.num_shards,
+            num_buckets=options.num_buckets,
+        )
+    bad = bad_records | "BadRecords" >> beam.Flatten()
+    batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
+    return SampledBatches(batches, bad)
+
+
+def _records(batch: RecordBatch):
+    return batch[2]
+
+
+@beam.typehints.with_input_types(beam.pvalue.PBegin)
+@beam.typehints.with_output_types(bytes)
+class SampleGraphTensors(beam.PTransform):
+    """Pipeline root -> SampledExamples(examples: serialized GraphTensor tf.Examples, bad_records).
+
+    `graph_schema`: a GraphSchema pbtxt path (or a directory holding one), or a loaded GraphInfo.
+    `sampling_spec`: a SamplingSpec pbtxt path or a SamplingSpec proto. The examples are the
+    records `pipelines.sample` writes for the same flags (and the in-memory sampler makes),
+    in no particular order.
+    """
+
+    def __init__(
+        self,
+        graph_schema: str | GraphInfo,
+        sampling_spec,
+        *,
+        seed: int = 0,
+        placement: str = "worker",
+        aggregation: str = EDGE,
+        input_seeds: str | None = None,
+        num_shards: int = 32,
+        num_buckets: int = 32,
+        max_bad_records: int = 0,
+    ):
+        super().__init__()
+        graph = graph_schema if isinstance(graph_schema, GraphInfo) else load_graph(graph_schema)
+        spec = (
+            load_sampling_spec(sampling_spec) if isinstance(sampling_spec, str) else sampling_spec
+        )
+        self.graph = graph
+        self.plan = make_plan(graph, spec, aggregation)
+        self.options = SamplingOptions(
+            Randomness(seed), placement, input_seeds, num_shards, num_buckets, max_bad_records
+        )
+
+    def expand(self, root):
+        sampled = sample_graph_tensors(root, self.graph, self.plan, self.options)
+        examples = sampled.batches | "Records" >> beam.FlatMap(_records)
+        return SampledExamples(examples, sampled.bad_records)

@@ -1,0 +1,173 @@
+"""The `worker` placement: each worker process holds the whole graph, samples seeds completely."""
+
+from __future__ import annotations
+
+import collections
+import uuid
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
+
+from sampler.arrays import expand_ranges
+from sampler.batches import Seeds
+from sampler.beam.sample import (
+    NAMESPACE,
+    SEEDS,
+    RecordBatch,
+    SamplingInputs,
+    SizeCounters,
+    ToBuckets,
+    encoded_batches,
+)
+from sampler.graph_checks import edge_shape_counts
+from sampler.node_table import merge_node_tables
+from sampler.sample.adjacency import merge_adjacency
+from sampler.sample.dense import densify
+from sampler.sample.encode import encode_specs
+from sampler.sample.in_memory import sample_in_memory
+from sampler.sample.plan import SamplingPlan
+from sampler.sample.randomness import Randomness
+from sampler.schema import GraphInfo
+
+
+class _GraphOnWorker:
+    """The whole graph in one worker's memory, built once per process from the shards."""
+
+    def __init__(self, graph: GraphInfo, adjacency: dict, tables: dict):
+        nodes = {
+            name: merge_node_tables(list(tables[name]), info.features)
+            for name, info in graph.node_sets.items()
+        }
+        merged = {
+            name: merge_adjacency(list(adjacency[name]), info.features)
+            for name, info in graph.edge_sets.items()
+        }
+        self.memory = densify(graph, nodes, merged)
+
+
+@beam.typehints.with_output_types(RecordBatch)
+class SampleOnWorkers(beam.PTransform):
+    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major.
+
+    For graphs that fit one worker's memory: every worker process holds the whole
+    graph (the sharded tables and adjacency as side inputs, merged once per process
+    and shared across bundles), and samples a bucket of seeds completely, with the
+    same kernels as the in-memory sampler. Nothing per sample is shuffled.
+    """
+
+    def __init__(
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        *,
+        randomness: Randomness,
+        num_buckets: int,
+        chunk_size: int = 512,
+    ):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._randomness = randomness
+        self._num_buckets = num_buckets
+        self._chunk_size = chunk_size
+
+    class _SampleBucket(beam.DoFn):
+        def __init__(
+            self,
+            graph: GraphInfo,
+            plan: SamplingPlan,
+            randomness: Randomness,
+            chunk_size: int,
+            handle,
+            tag: str,
+        ):
+            self._graph = graph
+            self._plan = plan
+            self._randomness = randomness
+            self._chunk_size = chunk_size
+            self._handle = handle
+            self._tag = tag
+            self._specs = None
+            self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
+            self._sizes = SizeCounters()
+
+        def setup(self):
+            self._specs = encode_specs(self._graph.schema)
+
+        def process(self, bucket_parts, *side):
+            bucket, parts = bucket_parts
+            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
+            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
+            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
+            loaded = self._handle.acquire(
+                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
+            )
+            seeds = Seeds.concat(list(parts))
+            self._bucket_samples.update(len(seeds))
+            counters = collections.Counter()
+            subgraphs = sample_in_memory(
+                self._graph,
+                self._plan,
+                loaded.memory,
+                seeds,
+                self._randomness,
+                counters,
+                self._chunk_size,
+            )
+            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            self._sizes.flush(counters)
+
+    class _GraphFacts(beam.DoFn):
+        """Once per run: edges with a missing end (dropped), self-loops and parallel edges."""
+
+        def __init__(self, graph: GraphInfo, handle, tag: str):
+            self._graph = graph
+            self._handle = handle
+            self._tag = tag
+
+        def process(self, _, *side):
+            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
+            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
+            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
+            loaded = self._handle.acquire(
+                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
+            )
+            for name, count in loaded.memory.dropped_edges.items():
+                Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(count)
+            for name, info in self._graph.edge_sets.items():
+                adj = loaded.memory.adjacency[name]
+                src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+                dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+                loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+                Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
+                Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
+            return []
+
+    def expand(self, inputs: SamplingInputs):
+        seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
+        graph = self._graph
+        side = [
+            beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
+            for name in graph.edge_sets
+        ]
+        side += [
+            beam.pvalue.AsIter(tables[name] | f"TableValues/{name}" >> beam.Values())
+            for name in graph.node_sets
+        ]
+        handle, tag = shared.Shared(), uuid.uuid4().hex
+        fn = self._SampleBucket(graph, self._plan, self._randomness, self._chunk_size, handle, tag)
+        _ = (
+            seeds.pipeline
+            | "Once" >> beam.Create([None])
+            | "GraphFacts" >> beam.ParDo(self._GraphFacts(graph, handle, tag), *side)
+        )
+        return (
+            seeds
+            | "SeedValues" >> beam.Values()
+            | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", self._num_buckets))
+            | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
+            | "Group" >> beam.GroupByKey()
+            | "SampleBuckets" >> beam.ParDo(fn, *side)
+        )
