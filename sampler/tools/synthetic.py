@@ -47,12 +47,11 @@ import os
 import numpy as np
 import pyarrow as pa
 from google.protobuf import text_format
-from tensorflow.core.framework import types_pb2
-from tensorflow_gnn.proto import graph_schema_pb2
-from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_specs
+from sampler.io import files
+from sampler.protos import graph_schema_pb2, sampling_spec_pb2, tensor_pb2
 
 # Real ogbn-mag counts, the source of every proportion below.
 MAG_COUNTS = {
@@ -119,7 +118,7 @@ _STREAM = {
 class SyntheticGraph:
     """A generated graph: schema (no filenames), tables and the latent communities.
 
-    schema:   tensorflow_gnn GraphSchema; metadata.cardinality is set, filename is not.
+    schema:   GraphSchema (sampler.protos); metadata.cardinality is set, filename is not.
     tables:   canonical Arrow tables keyed by set name; none for latent node sets
               (author/institution/field_of_study unless all_node_features) nor `written`.
     clusters: node set -> int32 array, cluster of the node with index i (id prefix + i).
@@ -180,13 +179,13 @@ def _schema(
     paper.description = (
         "Synthetic MAG paper: feat is a noisy cluster centroid, label follows the cluster."
     )
-    add(paper.features, "feat", types_pb2.DT_FLOAT, (feature_dim,))
-    add(paper.features, "year", types_pb2.DT_INT64)
-    add(paper.features, "label", types_pb2.DT_INT64)
+    add(paper.features, "feat", tensor_pb2.DT_FLOAT, (feature_dim,))
+    add(paper.features, "year", tensor_pb2.DT_INT64)
+    add(paper.features, "label", tensor_pb2.DT_INT64)
     for name in NODE_SETS[1:]:
         node_set = schema.node_sets[name]
         if all_node_features:
-            add(node_set.features, "feat", types_pb2.DT_FLOAT, (SMALL_FEATURE_DIM,))
+            add(node_set.features, "feat", tensor_pb2.DT_FLOAT, (SMALL_FEATURE_DIM,))
         else:
             node_set.description = "Latent node set: no features and no table."
     for name, (source, target) in EDGE_SETS.items():
@@ -198,7 +197,7 @@ def _schema(
             extra.key = "edge_type"
             extra.value = "reversed"
     if edge_weights:
-        add(schema.edge_sets["cites"].features, "weight", types_pb2.DT_FLOAT)
+        add(schema.edge_sets["cites"].features, "weight", tensor_pb2.DT_FLOAT)
     return schema
 
 
@@ -439,17 +438,13 @@ def _join(directory: str, name: str) -> str:
 
 
 def _write_text(path: str, text: str) -> None:
-    if _is_url(path):
-        # Remote paths (gs://...) go through Beam's FileSystems, like sampler.io.writers.
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.create(path, compression_type="uncompressed") as f:
+    if _is_url(path):  # gs://... goes through sampler.io.files (Beam's FileSystems)
+        with files.create_file(path) as f:
             f.write(text.encode("utf-8"))
-    else:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def write_graph(
