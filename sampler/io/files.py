@@ -221,3 +221,14 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
 def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
     return _filesystems().exists(path)
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes UTF-8 text to a local path (parent directories created) or a URL such as gs://."""
+    if has_scheme(path):
+        with create_file(path) as f:
+            f.write(text.encode("utf-8"))
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

@@ -1,8 +1,9 @@
 """Deterministic generator of OGBN-MAG-shaped heterogeneous graphs at any scale.
 
-`generate_mag(num_papers, ...)` returns a `SyntheticGraph`: a TF-GNN GraphSchema
+`generate_mag(num_papers, ...)` returns a `SyntheticGraph`: a GraphSchema
 (without filenames) plus one canonical Arrow table per stored node/edge set.
-`write_graph` writes it as a Unigraph directory (tables + graph_schema.pbtxt).
+`write_graph` writes it as a Unigraph directory (tables + graph_schema.pbtxt);
+`mag_sampling_spec` (from sampler.tools.mag_spec) is the SamplingSpec that goes with it.
 
 Shape of the graph (ratios of the real ogbn-mag, 736,389 papers):
 
@@ -51,7 +52,9 @@ from google.protobuf import text_format
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_specs
 from sampler.io import files
-from sampler.protos import graph_schema_pb2, sampling_spec_pb2, tensor_pb2
+from sampler.protos import graph_schema_pb2, tensor_pb2
+from sampler.tools.mag_spec import mag_sampling_spec as mag_sampling_spec  # re-exported
+from sampler.tools.mag_spec import write_sampling_spec as write_sampling_spec  # re-exported
 
 # Real ogbn-mag counts, the source of every proportion below.
 MAG_COUNTS = {
@@ -437,16 +440,6 @@ def _join(directory: str, name: str) -> str:
     )
 
 
-def _write_text(path: str, text: str) -> None:
-    if _is_url(path):  # gs://... goes through sampler.io.files (Beam's FileSystems)
-        with files.create_file(path) as f:
-            f.write(text.encode("utf-8"))
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def write_graph(
     graph: SyntheticGraph, out_dir: str, fmt: str = "tfrecord", num_shards: int = 1
 ) -> str:
@@ -481,35 +474,5 @@ def write_graph(
     for name, stored in REVERSED.items():
         schema.edge_sets[name].metadata.filename = filenames[stored]
     path = _join(out_dir, "graph_schema.pbtxt")
-    _write_text(path, text_format.MessageToString(schema))
-    return path
-
-
-def mag_sampling_spec(seed_set: str = "paper") -> sampling_spec_pb2.SamplingSpec:
-    """The sampling spec of TF-GNN's OGBN-MAG example (all RANDOM_UNIFORM)."""
-    if seed_set != "paper":
-        raise UserError(f"the MAG sampling spec starts at node set 'paper', not '{seed_set}'")
-    spec = sampling_spec_pb2.SamplingSpec()
-    spec.seed_op.op_name = "seed"
-    spec.seed_op.node_set_name = seed_set
-    ops = [
-        ("seed->paper", ["seed"], "cites", 32),
-        ("paper->author", ["seed", "seed->paper"], "written", 8),
-        ("author->paper", ["paper->author"], "writes", 16),
-        ("author->institution", ["paper->author"], "affiliated_with", 16),
-        ("paper->field_of_study", ["seed", "seed->paper", "author->paper"], "has_topic", 16),
-    ]
-    for op_name, inputs, edge_set, sample_size in ops:
-        op = spec.sampling_ops.add()
-        op.op_name = op_name
-        op.input_op_names.extend(inputs)
-        op.edge_set_name = edge_set
-        op.sample_size = sample_size
-        op.strategy = sampling_spec_pb2.RANDOM_UNIFORM
-    return spec
-
-
-def write_sampling_spec(spec: sampling_spec_pb2.SamplingSpec, path: str) -> str:
-    """Writes `spec` as text_format to `path`; returns path."""
-    _write_text(path, text_format.MessageToString(spec))
+    files.write_text(path, text_format.MessageToString(schema))
     return path
