@@ -9,10 +9,9 @@ from __future__ import annotations
 import collections
 import time
 
-import tensorflow as tf
-
 from pipelines.runner import output_shards
-from sampler.io.files import shard_name
+from sampler.io import tfrecord
+from sampler.io.files import create_file, shard_name
 from sampler.io.graph_tables import read_seed_ids
 from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
@@ -41,13 +40,13 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         if template == ""
         else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
     )
-    writers = [tf.io.TFRecordWriter(path) for path in paths]
+    writers = [create_file(path) for path in paths]  # TFRecord framing: sampler.io.tfrecord
     specs = encode_specs(graph.schema)
     try:
         randomness = in_memory.Randomness(args.seed)
         subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, randomness, counters)
         for i, subgraph in enumerate(subgraphs):
-            writers[i % len(writers)].write(encode_subgraph(subgraph, specs))
+            writers[i % len(writers)].write(tfrecord.frame([encode_subgraph(subgraph, specs)]))
     finally:
         for writer in writers:
             writer.close()

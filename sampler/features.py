@@ -21,23 +21,23 @@ import math
 
 import numpy as np
 import pyarrow as pa
-from tensorflow.core.framework import types_pb2
 
 from sampler.errors import UserError
+from sampler.protos import tensor_pb2
 
-_FLOAT = {types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE, types_pb2.DT_HALF, types_pb2.DT_BFLOAT16}
+_FLOAT = {tensor_pb2.DT_FLOAT, tensor_pb2.DT_DOUBLE, tensor_pb2.DT_HALF, tensor_pb2.DT_BFLOAT16}
 _INT = {
-    types_pb2.DT_INT8,
-    types_pb2.DT_INT16,
-    types_pb2.DT_INT32,
-    types_pb2.DT_INT64,
-    types_pb2.DT_UINT8,
-    types_pb2.DT_UINT16,
-    types_pb2.DT_UINT32,
-    types_pb2.DT_UINT64,
-    types_pb2.DT_BOOL,
+    tensor_pb2.DT_INT8,
+    tensor_pb2.DT_INT16,
+    tensor_pb2.DT_INT32,
+    tensor_pb2.DT_INT64,
+    tensor_pb2.DT_UINT8,
+    tensor_pb2.DT_UINT16,
+    tensor_pb2.DT_UINT32,
+    tensor_pb2.DT_UINT64,
+    tensor_pb2.DT_BOOL,
 }
-_BYTES = {types_pb2.DT_STRING}
+_BYTES = {tensor_pb2.DT_STRING}
 
 NUMPY_DTYPE = {"float": np.float32, "int": np.int64, "bytes": object}
 ARROW_TYPE = {"float": pa.float32(), "int": pa.int64(), "bytes": pa.binary()}
@@ -63,7 +63,7 @@ class FeatureSpec:
 
 
 def feature_spec(name: str, feature, where: str) -> FeatureSpec:
-    """Converts a `tensorflow_gnn.proto.graph_schema_pb2.Feature` to a FeatureSpec."""
+    """Converts a GraphSchema `Feature` (the project's class or TF-GNN's) to a FeatureSpec."""
     if feature.dtype in _FLOAT:
         kind = "float"
     elif feature.dtype in _INT:
@@ -71,7 +71,7 @@ def feature_spec(name: str, feature, where: str) -> FeatureSpec:
     elif feature.dtype in _BYTES:
         kind = "bytes"
     else:
-        dtype = types_pb2.DataType.Name(feature.dtype)
+        dtype = tensor_pb2.DataType.Name(feature.dtype)
         raise UserError(
             f"{where}: feature '{name}' has dtype {dtype}, which tf.Example cannot carry"
         )

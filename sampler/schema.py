@@ -1,20 +1,20 @@
 """Loading a Unigraph GraphSchema and describing its node and edge sets.
 
-Uses TF-GNN's own proto (`tensorflow_gnn.proto.graph_schema_pb2`). Relative
-filenames resolve against the schema's directory.
+Uses the project's GraphSchema class (`sampler.protos.graph_schema_pb2`), wire- and
+text-compatible with TF-GNN's. Relative filenames resolve against the schema's directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
-from tensorflow_gnn.proto import graph_schema_pb2
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_specs
+from sampler.io import files
 from sampler.io.files import resolve_pattern
+from sampler.protos import graph_schema_pb2
 
 SCHEMA_FILENAMES = ("graph_schema.pbtxt", "schema.pbtxt")
 
@@ -56,31 +56,25 @@ class GraphInfo:
         return ends
 
 
-def _filesystems():
-    return FileSystems
-
-
 def find_schema_file(path: str) -> str:
     """`path` itself if it is a file, else the schema pbtxt inside the directory."""
-    fs = _filesystems()
-    if path.endswith(".pbtxt") and fs.exists(path):
+    if path.endswith(".pbtxt") and files.exists(path):
         return path
     for name in SCHEMA_FILENAMES:
-        candidate = fs.join(path, name)
-        if fs.exists(candidate):
+        candidate = files.join(path, name)
+        if files.exists(candidate):
             return candidate
-    matches = fs.match([fs.join(path, "*.pbtxt")])[0].metadata_list if fs.exists(path) else []
+    matches = files.match(files.join(path, "*.pbtxt")) if files.exists(path) else []
     if len(matches) == 1:
-        return matches[0].path
-    if fs.exists(path):
+        return matches[0]
+    if files.exists(path):
         raise UserError(f"--graph_schema {path}: no single GraphSchema .pbtxt file found there")
     raise UserError(f"--graph_schema {path}: no such file or directory")
 
 
 def read_text(path: str) -> str:
-    fs = _filesystems()
     try:
-        with fs.open(path) as f:
+        with files.open_stream(path) as f:
             return f.read().decode("utf-8")
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e})") from e

@@ -1,6 +1,8 @@
 """File names of Unigraph tables: resolving, expanding shard patterns and globs, guessing formats.
 
-Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work.
+Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work. This is the
+one kernel module that touches Beam, and it imports it lazily (on the first file operation), so
+importing the kernels never loads apache_beam.
 
 A table file name may be
   * a plain path (`nodes.csv`),
@@ -13,8 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-
-from apache_beam.io.filesystems import FileSystems
 
 from sampler.errors import UserError
 
@@ -41,6 +41,13 @@ _EXTENSIONS = {
 }
 
 
+def _filesystems():
+    """Beam's FileSystems, imported on first use (apache_beam is heavy and kernels avoid it)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
 def has_scheme(path: str) -> bool:
     """True for URLs such as `gs://bucket/x` (anything `scheme://...`)."""
     return bool(_SCHEME.match(path))
@@ -56,7 +63,17 @@ def resolve_pattern(filename: str, schema_dir: str) -> str:
         raise UserError("empty table file name in the schema")
     if has_scheme(filename) or os.path.isabs(filename) or not schema_dir:
         return filename
-    return FileSystems.join(schema_dir, filename)
+    return _filesystems().join(schema_dir, filename)
+
+
+def join(base: str, name: str) -> str:
+    """`base/name` for a local directory or a URL such as gs://bucket/dir."""
+    return _filesystems().join(base, name)
+
+
+def match(pattern: str) -> list[str]:
+    """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
+    return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -71,7 +88,7 @@ def _is_local_dir(path: str) -> bool:
 def _match_one(pattern: str) -> list[tuple[str, int]]:
     """(path, size) of the files matching a glob or plain path; directories are skipped."""
     try:
-        results = FileSystems.match([pattern])
+        results = _filesystems().match([pattern])
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
         raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
     found = []
@@ -164,10 +181,15 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def open_stream(path: str):
+    """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
+    return _filesystems().open(path)
+
+
 def open_file(path: str):
     """A binary read stream of `path` (local, gs://, ...); `.gz`/`.bz2` names are decompressed."""
     try:
-        return FileSystems.open(path)
+        return _filesystems().open(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
 
@@ -175,7 +197,7 @@ def open_file(path: str):
 def create_file(path: str):
     """A binary write stream creating `path` (local, gs://, ...), written as is (uncompressed)."""
     try:
-        return FileSystems.create(path, compression_type="uncompressed")
+        return _filesystems().create(path, compression_type="uncompressed")
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
 
@@ -185,7 +207,7 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     if not paths:
         return []
     try:
-        results = FileSystems.match(list(paths))
+        results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
         raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
     out = []
@@ -198,4 +220,15 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
 
 def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
-    return FileSystems.exists(path)
+    return _filesystems().exists(path)
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes UTF-8 text to a local path (parent directories created) or a URL such as gs://."""
+    if has_scheme(path):
+        with create_file(path) as f:
+            f.write(text.encode("utf-8"))
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)

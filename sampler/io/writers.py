@@ -18,6 +18,8 @@ CSV encoding (read back exactly by `sampler.io.readers`):
 
 TFRecord: one tf.Example per row; each id column is a one-value bytes_list feature; float
 features are float_list, int features int64_list and bytes features bytes_list, vectors flattened.
+Written with the project's Example class and TFRecord framing (no TensorFlow); map keys sorted,
+so the bytes are the same on every run.
 
 Parquet: the canonical Arrow table as is (`binary` ids, float32/int64/binary values,
 fixed_size_list vectors).
@@ -36,12 +38,15 @@ import pyarrow.parquet as pq
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
+from sampler.io import tfrecord
 from sampler.io.files import check_format, create_file, has_scheme, shard_name
+from sampler.protos import example_pb2
 
 NODE_ID_COLUMNS = ("#id",)
 EDGE_ID_COLUMNS = ("#source", "#target")
 VECTOR_SEPARATOR = ";"
 _CSV_CHUNK_ROWS = 4096
+_RECORDS_PER_WRITE = 4096
 
 
 def id_columns_of(names) -> tuple[str, ...]:
@@ -224,19 +229,18 @@ def _write_csv(path: str, table: pa.Table, ids, specs: dict[str, FeatureSpec]) -
 
 
 def _write_tfrecord(path: str, table: pa.Table, ids, specs: dict[str, FeatureSpec]) -> None:
-    import tensorflow as tf
-
     def feature_maker(spec: FeatureSpec | None):
         kind = "bytes" if spec is None else spec.kind
         scalar = spec is None or not spec.shape
         if kind == "float":
-            make = lambda v: tf.train.Feature(float_list=tf.train.FloatList(value=v))  # noqa: E731
+            make = lambda v: Feature(float_list=example_pb2.FloatList(value=v))  # noqa: E731
         elif kind == "int":
-            make = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))  # noqa: E731
+            make = lambda v: Feature(int64_list=example_pb2.Int64List(value=v))  # noqa: E731
         else:
-            make = lambda v: tf.train.Feature(bytes_list=tf.train.BytesList(value=v))  # noqa: E731
+            make = lambda v: Feature(bytes_list=example_pb2.BytesList(value=v))  # noqa: E731
         return (lambda v: make([v])) if scalar else make
 
+    Feature = example_pb2.Feature
     names = table.column_names
     makers = [feature_maker(None if name in ids else specs[name]) for name in names]
     columns = []
@@ -244,11 +248,16 @@ def _write_tfrecord(path: str, table: pa.Table, ids, specs: dict[str, FeatureSpe
         spec = None if name in ids else specs[name]
         values = _values(table.column(name), spec)
         columns.append(values.tolist())
-    with tf.io.TFRecordWriter(path) as writer:
+    with create_file(path) as f:
+        records = []
         for row in range(table.num_rows):
             feature = {
                 name: make(column[row])
                 for name, make, column in zip(names, makers, columns, strict=True)
             }
-            example = tf.train.Example(features=tf.train.Features(feature=feature))
-            writer.write(example.SerializeToString())
+            example = example_pb2.Example(features=example_pb2.Features(feature=feature))
+            records.append(example.SerializeToString(deterministic=True))
+            if len(records) == _RECORDS_PER_WRITE:
+                f.write(tfrecord.frame(records))
+                records = []
+        f.write(tfrecord.frame(records))

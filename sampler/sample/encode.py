@@ -28,15 +28,14 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
-from tensorflow.core.example import example_pb2
-from tensorflow.core.framework import types_pb2
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_spec, feature_specs
+from sampler.protos import example_pb2, tensor_pb2
 from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
 
 if TYPE_CHECKING:
-    from tensorflow_gnn.proto.graph_schema_pb2 import GraphSchema
+    from sampler.protos.graph_schema_pb2 import GraphSchema
 
 ID = "#id"
 SIZE = "#size"
@@ -68,10 +67,10 @@ def output_schema(schema: GraphSchema) -> GraphSchema:
     out.CopyFrom(schema)
     for name in (SEED_ID, SAMPLE_ID):
         if name not in out.context.features:
-            out.context.features[name].dtype = types_pb2.DT_STRING
+            out.context.features[name].dtype = tensor_pb2.DT_STRING
     for node_set in out.node_sets.values():
         if ID not in node_set.features:
-            node_set.features[ID].dtype = types_pb2.DT_STRING
+            node_set.features[ID].dtype = tensor_pb2.DT_STRING
     for set_ in [out.context, *out.node_sets.values(), *out.edge_sets.values()]:
         if set_.HasField("metadata"):
             set_.metadata.ClearField("filename")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from sampler import ids
 from sampler.errors import UserError
+from sampler.protos import sampling_spec_pb2
 from sampler.schema import GraphInfo, parse_pbtxt
 
 RANDOM_UNIFORM = "RANDOM_UNIFORM"

@@ -37,8 +37,7 @@ def default_schema(pattern: str) -> str:
 def load_specs(schema: str) -> EncodeSpecs:
     """Encoding specs from a GraphSchema: the output schema beside the samples, or the input
     schema (a file, or a directory holding one)."""
-    from tensorflow_gnn.proto import graph_schema_pb2
-
+    from sampler.protos import graph_schema_pb2
     from sampler.schema import find_schema_file, parse_pbtxt
 
     return encode_specs(parse_pbtxt(find_schema_file(schema), graph_schema_pb2.GraphSchema()))

@@ -1,8 +1,9 @@
 """Deterministic generator of OGBN-MAG-shaped heterogeneous graphs at any scale.
 
-`generate_mag(num_papers, ...)` returns a `SyntheticGraph`: a TF-GNN GraphSchema
+`generate_mag(num_papers, ...)` returns a `SyntheticGraph`: a GraphSchema
 (without filenames) plus one canonical Arrow table per stored node/edge set.
-`write_graph` writes it as a Unigraph directory (tables + graph_schema.pbtxt).
+`write_graph` writes it as a Unigraph directory (tables + graph_schema.pbtxt);
+`mag_sampling_spec` (from sampler.tools.mag_spec) is the SamplingSpec that goes with it.
 
 Shape of the graph (ratios of the real ogbn-mag, 736,389 papers):
 
@@ -47,12 +48,13 @@ import os
 import numpy as np
 import pyarrow as pa
 from google.protobuf import text_format
-from tensorflow.core.framework import types_pb2
-from tensorflow_gnn.proto import graph_schema_pb2
-from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_specs
+from sampler.io import files
+from sampler.protos import graph_schema_pb2, tensor_pb2
+from sampler.tools.mag_spec import mag_sampling_spec as mag_sampling_spec  # re-exported
+from sampler.tools.mag_spec import write_sampling_spec as write_sampling_spec  # re-exported
 
 # Real ogbn-mag counts, the source of every proportion below.
 MAG_COUNTS = {
@@ -119,7 +121,7 @@ _STREAM = {
 class SyntheticGraph:
     """A generated graph: schema (no filenames), tables and the latent communities.
 
-    schema:   tensorflow_gnn GraphSchema; metadata.cardinality is set, filename is not.
+    schema:   GraphSchema (sampler.protos); metadata.cardinality is set, filename is not.
     tables:   canonical Arrow tables keyed by set name; none for latent node sets
               (author/institution/field_of_study unless all_node_features) nor `written`.
     clusters: node set -> int32 array, cluster of the node with index i (id prefix + i).
@@ -180,13 +182,13 @@ def _schema(
     paper.description = (
         "Synthetic MAG paper: feat is a noisy cluster centroid, label follows the cluster."
     )
-    add(paper.features, "feat", types_pb2.DT_FLOAT, (feature_dim,))
-    add(paper.features, "year", types_pb2.DT_INT64)
-    add(paper.features, "label", types_pb2.DT_INT64)
+    add(paper.features, "feat", tensor_pb2.DT_FLOAT, (feature_dim,))
+    add(paper.features, "year", tensor_pb2.DT_INT64)
+    add(paper.features, "label", tensor_pb2.DT_INT64)
     for name in NODE_SETS[1:]:
         node_set = schema.node_sets[name]
         if all_node_features:
-            add(node_set.features, "feat", types_pb2.DT_FLOAT, (SMALL_FEATURE_DIM,))
+            add(node_set.features, "feat", tensor_pb2.DT_FLOAT, (SMALL_FEATURE_DIM,))
         else:
             node_set.description = "Latent node set: no features and no table."
     for name, (source, target) in EDGE_SETS.items():
@@ -198,7 +200,7 @@ def _schema(
             extra.key = "edge_type"
             extra.value = "reversed"
     if edge_weights:
-        add(schema.edge_sets["cites"].features, "weight", types_pb2.DT_FLOAT)
+        add(schema.edge_sets["cites"].features, "weight", tensor_pb2.DT_FLOAT)
     return schema
 
 
@@ -438,20 +440,6 @@ def _join(directory: str, name: str) -> str:
     )
 
 
-def _write_text(path: str, text: str) -> None:
-    if _is_url(path):
-        # Remote paths (gs://...) go through Beam's FileSystems, like sampler.io.writers.
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.create(path, compression_type="uncompressed") as f:
-            f.write(text.encode("utf-8"))
-    else:
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-
-
 def write_graph(
     graph: SyntheticGraph, out_dir: str, fmt: str = "tfrecord", num_shards: int = 1
 ) -> str:
@@ -486,35 +474,5 @@ def write_graph(
     for name, stored in REVERSED.items():
         schema.edge_sets[name].metadata.filename = filenames[stored]
     path = _join(out_dir, "graph_schema.pbtxt")
-    _write_text(path, text_format.MessageToString(schema))
-    return path
-
-
-def mag_sampling_spec(seed_set: str = "paper") -> sampling_spec_pb2.SamplingSpec:
-    """The sampling spec of TF-GNN's OGBN-MAG example (all RANDOM_UNIFORM)."""
-    if seed_set != "paper":
-        raise UserError(f"the MAG sampling spec starts at node set 'paper', not '{seed_set}'")
-    spec = sampling_spec_pb2.SamplingSpec()
-    spec.seed_op.op_name = "seed"
-    spec.seed_op.node_set_name = seed_set
-    ops = [
-        ("seed->paper", ["seed"], "cites", 32),
-        ("paper->author", ["seed", "seed->paper"], "written", 8),
-        ("author->paper", ["paper->author"], "writes", 16),
-        ("author->institution", ["paper->author"], "affiliated_with", 16),
-        ("paper->field_of_study", ["seed", "seed->paper", "author->paper"], "has_topic", 16),
-    ]
-    for op_name, inputs, edge_set, sample_size in ops:
-        op = spec.sampling_ops.add()
-        op.op_name = op_name
-        op.input_op_names.extend(inputs)
-        op.edge_set_name = edge_set
-        op.sample_size = sample_size
-        op.strategy = sampling_spec_pb2.RANDOM_UNIFORM
-    return spec
-
-
-def write_sampling_spec(spec: sampling_spec_pb2.SamplingSpec, path: str) -> str:
-    """Writes `spec` as text_format to `path`; returns path."""
-    _write_text(path, text_format.MessageToString(spec))
+    files.write_text(path, text_format.MessageToString(schema))
     return path
