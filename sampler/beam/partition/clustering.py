@@ -16,7 +16,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from sampler.beam.combiners import Fold, MergeCounts, add
+from sampler.beam.partition.combiners import Fold, MergeCounts, add
 from sampler.partition import assign, clustering
 
 NAMESPACE = "partition"
