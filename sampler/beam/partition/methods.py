@@ -17,7 +17,7 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
-from sampler.partition import assign, random_deal
+from sampler.partition import assign, label_propagation, random_deal
 from sampler.partition.graph import EdgeShard, GraphTypes
 
 
@@ -209,13 +209,13 @@ class LabelPropagation(beam.PTransform):
             local = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, np.int64)
             nbr_key = np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, np.int64)
             nbr_row = np.concatenate([p[2] for p in pieces]) if pieces else np.zeros(0, np.int64)
-            offsets, nbr_key, nbr_row = assign.build_lp_adjacency(
+            offsets, nbr_key, nbr_row = label_propagation.build_lp_adjacency(
                 len(parts), local, nbr_key, nbr_row
             )
             gid_start = int(type_offsets(starts)[info.ntype] + info.start)
             yield (
                 key,
-                assign.LPShard(
+                label_propagation.LPShard(
                     key, gid_start, parts, info.classes, info.in_degree, offsets, nbr_key, nbr_row
                 ),
             )
@@ -227,7 +227,7 @@ class LabelPropagation(beam.PTransform):
         def process(self, keyed):
             key, state = keyed
             yield beam.pvalue.TaggedOutput("state", (key, state))
-            for target, rows, part_count in assign.lp_messages(state, self._parts):
+            for target, rows, part_count in label_propagation.lp_messages(state, self._parts):
                 yield target, (rows, part_count)
 
     class _Propose(beam.DoFn):
@@ -239,7 +239,7 @@ class LabelPropagation(beam.PTransform):
             key, groups = keyed
             messages = sorted(groups["messages"], key=lambda m: m[0].tobytes())
             for state in groups["state"]:
-                summary = assign.lp_propose(
+                summary = label_propagation.lp_propose(
                     state,
                     messages,
                     self._config.num_parts,
@@ -258,16 +258,16 @@ class LabelPropagation(beam.PTransform):
 
         def process(self, keyed, quotas):
             key, state = keyed
-            new = assign.lp_apply(state, quotas, self._config.seed, self._round)
+            new = label_propagation.lp_apply(state, quotas, self._config.seed, self._round)
             self._moves.inc(int(np.sum(new.parts != state.parts)))
             yield key, new
 
     def _quotas(self, summary):
         if summary is None:  # no nodes at all
-            return assign.LPQuotas(np.zeros((0, 0, 0), np.int64), np.zeros((0, 0, 0)))
+            return label_propagation.LPQuotas(np.zeros((0, 0, 0), np.int64), np.zeros((0, 0, 0)))
         hist, degree, sizes, loads = summary
         hist, degree = hist.dense(), degree.dense()
-        return assign.lp_quotas(
+        return label_propagation.lp_quotas(
             hist, degree, sizes, loads, sizes.sum(axis=1), loads.sum(axis=1),
             self._config.balance_edges,
         )  # fmt: skip
