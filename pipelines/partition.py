@@ -183,8 +183,9 @@ def construct(argv) -> Construction:
     GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
     output_dir = args.output_dir.rstrip("/")
     pipeline = new_pipeline(beam_args, args.runner)
-    partition = PartitionGraph(graph, config, output_dir, args.max_bad_records)
-    _ = pipeline | "Partition" >> partition
+    partition = pipeline | "Partition" >> PartitionGraph(
+        graph, config, output_dir, args.max_bad_records
+    )
     accounting.write_bad_records(partition.bad_records, output_dir)
     return Construction(pipeline, graph, output_dir, config)
 

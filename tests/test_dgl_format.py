@@ -20,15 +20,12 @@ from sampler.partition.dgl_format import (
     DGLFormatError,
     HomoGraph,
     dgl_dict_order,
-    load_graph,
-    load_tensors,
-    read_graph,
-    read_tensors,
     save_graph,
     save_tensors,
     write_graph,
     write_tensors,
 )
+from sampler.partition.dgl_read import load_graph_file, load_tensors, read_graph, read_tensors
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / "tests" / "oracle" / "dgl_oracle.py"
@@ -92,7 +89,7 @@ def all_dtype_tensors(rng: np.random.Generator) -> dict[str, np.ndarray]:
 def sample_graph(rng: np.random.Generator, num_nodes: int, num_edges: int) -> HomoGraph:
     src = rng.integers(0, max(num_nodes, 1), size=num_edges, dtype=np.int64)
     dst = rng.integers(0, max(num_nodes, 1), size=num_edges, dtype=np.int64)
-    # Insertion order as DGL's partitioner builds a P > 1 partition (spec 8.4).
+    # Insertion order as DGL's partitioner builds a P > 1 partition (docs/DGL_FORMAT.md#partition-graph).
     ndata = {
         "_ID": rng.permutation(num_nodes).astype(np.int64),
         "inner_node": (rng.random(num_nodes) < 0.7).astype(np.uint8),
@@ -162,7 +159,7 @@ def test_tensor_round_trip_all_dtypes(tmp_path):
 
 def test_tensor_bytes_match_dgl_recording():
     assert tensors_bytes({"bb": np.array([1, 2, 3], dtype=np.int64)}) == DGL_TENSORS_BB
-    # An empty dict is the magic and two zero counts (spec section 3).
+    # An empty dict is the magic and two zero counts (docs/DGL_FORMAT.md#tensor-dict).
     assert tensors_bytes({}) == bytes.fromhex("3f44a23fbe9f5add" + "00" * 16)
     assert read_tensors(bytes.fromhex("3f44a23fbe9f5add" + "00" * 16)) == {}
 
@@ -181,7 +178,7 @@ def test_graph_bytes_match_dgl_recording(tmp_path):
 def test_graph_round_trip(tmp_path, num_nodes, num_edges):
     graph = sample_graph(np.random.default_rng(num_edges), num_nodes, num_edges)
     save_graph(tmp_path / "g.dgl", graph)
-    got = load_graph(tmp_path / "g.dgl")
+    got = load_graph_file(tmp_path / "g.dgl")
     assert_same_graph(got, graph)
     assert list(got.ndata) == dgl_dict_order(graph.ndata)
 
@@ -342,7 +339,7 @@ def test_corrupt_graph_headers(tmp_path):
         path = tmp_path / f"bad{offset}.dgl"
         path.write_bytes(bytes(corrupt))
         with pytest.raises(DGLFormatError, match=message) as info:
-            load_graph(path)
+            load_graph_file(path)
         assert str(path) in str(info.value)
     with pytest.raises(DGLFormatError, match="expected graph file magic"):
         read_graph(tensors_bytes({}))
@@ -526,12 +523,12 @@ def test_dgl_writes_the_same_graph_bytes(oracle, tmp_path):
     for graph, dgl_path in zip(graphs, theirs, strict=True):
         ours = graph_bytes(graph)
         dgl_bytes = dgl_path.read_bytes()
-        # Bytes 32..4095 of DGL's header are uninitialised stack memory (spec 4.2 and
-        # section 7): DGL writes garbage there, we write zeros; no loader reads them.
+        # Bytes 32..4095 of DGL's header are uninitialised stack memory (docs/DGL_FORMAT.md#graph-file;
+        # #dict-order): DGL writes garbage there, we write zeros; no loader reads them.
         assert len(ours) == len(dgl_bytes)
         assert ours[:32] == dgl_bytes[:32]
         assert ours[4096:] == dgl_bytes[4096:]
-        assert_same_graph(load_graph(dgl_path), graph)
+        assert_same_graph(load_graph_file(dgl_path), graph)
 
 
 @pytest.mark.parametrize("formats", [["csr"], ["csc"], ["coo", "csc"], ["coo", "csr", "csc"]])
@@ -539,4 +536,4 @@ def test_we_read_dgl_graphs_saved_in_other_formats(oracle, formats):
     graph = oracle_graphs()[0]
     dgl_path = oracle.save_graph(graph, formats=formats)
     oracle.run()
-    assert_same_graph(load_graph(dgl_path), graph)
+    assert_same_graph(load_graph_file(dgl_path), graph)

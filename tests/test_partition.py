@@ -17,7 +17,7 @@ import pytest
 from pipelines import cli
 from pipelines import partition as partition_cli
 from sampler.errors import UserError
-from sampler.partition import assign, clustering
+from sampler.partition import assign, clustering, label_propagation
 from sampler.partition.layout import Layout, rank_within
 from sampler.tools import synthetic
 from tests.partition_helpers import run_partition
@@ -82,13 +82,13 @@ def test_layout_ids_are_partition_major_and_type_minor():
 
 
 def test_lp_quotas_keep_parts_within_bounds():
-    levels = assign.LP_GAIN_LEVELS
+    levels = label_propagation.LP_GAIN_LEVELS
     hist = np.zeros((1, 2, 2, levels), np.int64)
     hist[0, 0, 1, 1] = 50  # 50 nodes want 0 -> 1 with gain 1
     hist[0, 0, 1, 5] = 10  # 10 with gain 5
     hist[0, 1, 0, 2] = 20  # 20 want 1 -> 0
     sizes = np.array([[100, 100]])
-    quotas = assign.lp_quotas(
+    quotas = label_propagation.lp_quotas(
         hist, np.zeros((1, 2, 2)), sizes, sizes, sizes.sum(1), sizes.sum(1), False
     )
     # Swaps: 20 each way; then 0 -> 1 only up to 1.03 * 100 = 103, i.e. 3 more.
@@ -107,12 +107,14 @@ def lp_shards(num_nodes: int, src, dst, classes, parts, num_shards: int) -> list
     for s in range(num_shards):
         lo, hi = bounds[s], bounds[s + 1]
         m = shard_of[u] == s
-        adjacency = assign.build_lp_adjacency(
+        adjacency = label_propagation.build_lp_adjacency(
             hi - lo, u[m] - lo, shard_of[v[m]], v[m] - bounds[shard_of[v[m]]]
         )
         rows = slice(lo, hi)
         degree = np.bincount(dst, minlength=num_nodes)[rows]
-        out.append(assign.LPShard(s, int(lo), parts[rows], classes[rows], degree, *adjacency))
+        out.append(
+            label_propagation.LPShard(s, int(lo), parts[rows], classes[rows], degree, *adjacency)
+        )
     return out
 
 
@@ -255,7 +257,7 @@ def run_rebalance(shards: list, num_parts: int, seed: int = 0) -> list:
             counts[key] = counts.get(key, 0) + n
     keys, sizes = clustering.group_table(counts, num_parts)
     groups = [np.searchsorted(keys, clustering.group_keys(s, False)) for s in shards]
-    inbox = inboxes([assign.lp_messages(s, num_parts) for s in shards], len(shards))
+    inbox = inboxes([label_propagation.lp_messages(s, num_parts) for s in shards], len(shards))
     rnd = clustering.REBALANCE_ROUND_BASE
     hist = sum(
         clustering.rebalance_propose(s, inbox[i], groups[i], sizes, seed, rnd)

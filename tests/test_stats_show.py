@@ -173,7 +173,7 @@ def test_without_matplotlib_json_still_written_and_png_fails_clearly(
 
 
 def write_partition(root) -> str:
-    """Two partitions of papers P0..P3 and authors A0, A1, by hand (DGL spec, section 8).
+    """Two partitions of papers P0..P3 and authors A0, A1, by hand (docs/DGL_FORMAT.md#partition-graph).
 
     part 0 owns P0, P1, A0 (new ids 0, 1 | 2); part 1 owns P2, P3, A1 (3, 4 | 5).
     writes: A0->P0, A1->P0 (cut), A1->P3; cites: P0->P1, P2->P1 (cut), P3->P2, P0->P3 (cut).

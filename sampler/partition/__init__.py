@@ -1,9 +1,13 @@
 """Partitioning a Unigraph into DGL partitions: pure numpy kernels (no Beam).
 
   graph.py   node/edge types, fingerprint-range node shards, original type-wise ids
-  assign.py  the partition methods: random, metis (pymetis), balanced label propagation
+  assign.py  the partition methods random and metis (pymetis)
+  label_propagation.py, clustering.py  lp: balanced label propagation and its clustered start
+  numbering.py, classes.py, random_deal.py, new_ids.py, to_parts.py  per-shard kernels of
+             the Beam jobs of sampler/beam/partition/
+  dgl_format.py, dgl_read.py  DGL's binary files, written and read (docs/DGL_FORMAT.md)
   layout.py  DGL's reshuffled id spaces, one partition's graph.dgl / feature files, the JSON
   report.py  edge cut and balance
 
-`sampler/beam/partition.py` wraps them in PTransforms; `pipelines/partition.py` is the CLI.
+`sampler/beam/partition/` wraps them in PTransforms; `pipelines/partition.py` is the CLI.
 """

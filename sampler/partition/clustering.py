@@ -20,7 +20,7 @@ With --lp_cluster_rounds R > 0, `--part_method lp` does not start from random pa
    --balance_edges, CLASS_ROUNDS more rounds then balance the classes alone: a class split
    into small degree buckets could otherwise add up the rounding of every bucket.
 
-Balanced label propagation (assign.lp_*) then refines the cut. Every step is per-shard
+Balanced label propagation (label_propagation.py) then refines the cut. Every step is per-shard
 numpy work plus global tables of size ~ parts x classes or ~ parts (big clusters), and
 everything random is a hash of (--seed, round, node), so results do not depend on workers.
 """
@@ -32,7 +32,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.partition import assign
+from sampler.partition import assign, label_propagation
 from sampler.partition.sparse import SparseCounts
 
 CLUSTER_MOVE_PROBABILITY = 0.5  # a node may change cluster in a round with this probability
@@ -69,12 +69,12 @@ class ClusterShard:
     in-degree; its `parts` are not used yet) and the cluster label of each row, which is
     the homogeneous id of some node (every node starts as its own cluster)."""
 
-    lp: assign.LPShard
+    lp: label_propagation.LPShard
     labels: np.ndarray  # int64
     target: np.ndarray | None = None  # int64 label proposed this round, or -1
 
 
-def start_clusters(state: assign.LPShard) -> ClusterShard:
+def start_clusters(state: label_propagation.LPShard) -> ClusterShard:
     return ClusterShard(state, state.gids().astype(np.int64))
 
 
@@ -186,7 +186,9 @@ def cluster_apply(
 # --------------------------------------------------------------------------- label tables
 
 
-def cluster_columns(state: assign.LPShard, num_classes: int, balance_edges: bool) -> np.ndarray:
+def cluster_columns(
+    state: label_propagation.LPShard, num_classes: int, balance_edges: bool
+) -> np.ndarray:
     """float64[rows, C] one-hot class of each row, then with balance_edges [rows, 2C]: its
     in-degree in its class's column (the loads packing balances)."""
     n = len(state.classes)
@@ -280,7 +282,7 @@ def packed_parts(labels: np.ndarray, packing: ClusterPacking, seed: int) -> np.n
 # --------------------------------------------------------------------------- rebalance
 
 
-def group_keys(state: assign.LPShard, balance_edges: bool) -> np.ndarray:
+def group_keys(state: label_propagation.LPShard, balance_edges: bool) -> np.ndarray:
     """int64 group of each row: its class, times its degree bucket with balance_edges."""
     keys = state.classes * (assign.MAX_DEGREE_BUCKET + 1)
     return keys + assign.degree_bucket(state.in_degree) if balance_edges else keys
@@ -319,7 +321,7 @@ def gain_level(gain: np.ndarray) -> np.ndarray:
 
 
 def rebalance_propose(
-    state: assign.LPShard,
+    state: label_propagation.LPShard,
     messages: list[tuple[np.ndarray, np.ndarray]],
     group: np.ndarray,
     sizes: np.ndarray,
@@ -392,7 +394,7 @@ def _thresholds(hist: np.ndarray, quota: np.ndarray) -> RebalanceQuotas:
     """The best `quota` proposals of each (group, from, to): a level, and how many to take
     at it. All of the level: cutoff 1; up to REBALANCE_EXACT: the smallest draws (cutoff
     NaN until rebalance_cutoffs); more: each with probability take / proposals there."""
-    level, take = assign.quota_levels(hist, quota)
+    level, take = label_propagation.quota_levels(hist, quota)
     cutoff = np.zeros(quota.shape, dtype=np.float64)
     for g, i, j in zip(*np.nonzero(quota), strict=True):
         there = hist[g, i, j, level[g, i, j]]
@@ -405,13 +407,19 @@ def _thresholds(hist: np.ndarray, quota: np.ndarray) -> RebalanceQuotas:
     return RebalanceQuotas(level, take, cutoff)
 
 
-def _draws(state: assign.LPShard, rows: np.ndarray, seed: int, round_: int) -> np.ndarray:
+def _draws(
+    state: label_propagation.LPShard, rows: np.ndarray, seed: int, round_: int
+) -> np.ndarray:
     step = ids.combine(np.uint64(seed), np.uint64(round_), _SALT_DRAW)
     return ids.uniform(ids.combine(step, state.gids()[rows]))
 
 
 def rebalance_draws(
-    state: assign.LPShard, group: np.ndarray, quotas: RebalanceQuotas, seed: int, round_: int
+    state: label_propagation.LPShard,
+    group: np.ndarray,
+    quotas: RebalanceQuotas,
+    seed: int,
+    round_: int,
 ) -> dict[tuple[int, int, int], np.ndarray]:
     """{(group, from, to): sorted draws} of this shard's proposals at the level of the
     cells whose cutoff is still to be found, at most `take` per cell (the smallest)."""
@@ -439,8 +447,12 @@ def rebalance_cutoffs(quotas: RebalanceQuotas, draws: dict) -> RebalanceQuotas:
 
 
 def rebalance_apply(
-    state: assign.LPShard, group: np.ndarray, quotas: RebalanceQuotas, seed: int, round_: int
-) -> assign.LPShard:
+    state: label_propagation.LPShard,
+    group: np.ndarray,
+    quotas: RebalanceQuotas,
+    seed: int,
+    round_: int,
+) -> label_propagation.LPShard:
     """Moves the accepted proposals; clears the round's proposal arrays."""
     p = np.flatnonzero(state.target >= 0)
     cell = (group[p], state.parts[p], state.target[p])

@@ -8,7 +8,7 @@ each partition holds one contiguous block, and inside it each type one contiguou
 (edges) per node shard (per node shard of the source), plus the rank of the row among the
 rows of the same part in its shard.
 
-One partition's `graph.dgl` (spec section 8.4): inner nodes first, in new-id order, then
+One partition's `graph.dgl` (docs/DGL_FORMAT.md#partition-graph): inner nodes first, in new-id order, then
 HALO nodes sorted by new id; inner edges (owned by the partition) in new-id order, then
 the other edges sorted by new id: out-edges of inner nodes (hop 1) and, for
 --num_hops k > 1, in-edges of the HALO nodes added by the previous hop.
@@ -236,7 +236,7 @@ def assemble_partition(
         ]
     )
     etype_id = np.concatenate([inner_cols["etype"], outer_cols["etype"]]).astype(np.int32)
-    # Field sets and insertion order of DGL 2.1.0 (spec 8.4).
+    # Field sets and insertion order of DGL 2.1.0 (docs/DGL_FORMAT.md#partition-graph).
     with_types = num_parts == 1 or not types.homogeneous
     if num_parts == 1:
         ndata = {"_ID": node_ids, "_TYPE": ntype_id, "inner_node": is_inner}

@@ -2,9 +2,9 @@
 
 Reads what `dgl.distributed.partition_graph` (and the project's partition stage) writes:
 `<graph_name>.json` with `node_map` / `edge_map` / `ntypes` / `etypes` / `part-<i>`, and
-each `part<i>/graph.dgl` through `sampler.partition.dgl_format.load_graph` (spec: DGL_BINARY_FORMATS.md
-section 8). In partition p's graph, `inner_node` marks the nodes p owns (the rest are HALO
-copies) and `inner_edge` the edges p owns (an edge belongs to its target's partition).
+each `part<i>/graph.dgl` through `sampler.partition.dgl_read.load_graph_file`
+(docs/DGL_FORMAT.md#partition-graph). In partition p's graph, `inner_node` marks the nodes p
+owns (the rest are HALO copies) and `inner_edge` the edges p owns (an edge belongs to its target's partition).
 An owned edge is cut when its source is a HALO node. Node and edge types come from
 `_TYPE` (absent for a homogeneous graph: one type).
 """
@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from sampler.errors import UserError
-from sampler.partition import dgl_format
+from sampler.partition import dgl_read
 
 REQUIRED = ("num_parts", "node_map", "edge_map")
 
@@ -88,7 +88,7 @@ def partition_stats(path: str) -> dict:
         entry = meta.get(f"part-{p}")
         if not isinstance(entry, dict) or "part_graph" not in entry:
             raise UserError(f"{config}: missing 'part-{p}' with a 'part_graph' file")
-        graph = dgl_format.load_graph(os.path.join(base, entry["part_graph"]))
+        graph = dgl_read.load_graph_file(os.path.join(base, entry["part_graph"]))
         for field in ("inner_node",):
             if field not in graph.ndata:
                 raise UserError(f"{entry['part_graph']}: node data has no '{field}'")

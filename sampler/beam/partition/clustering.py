@@ -1,6 +1,6 @@
 """Beam stages of the clustered start of label propagation (sampler/partition/clustering.py).
 
-`ClusterStart` takes the label propagation states (assign.LPShard keyed by shard key,
+`ClusterStart` takes the label propagation states (label_propagation.LPShard keyed by shard key,
 type * num_shards + shard) and returns them with the parts label propagation starts from:
 --lp_cluster_rounds rounds of size-capped clustering, one packing of the clusters into
 parts and the rounds of rebalance. Global facts are small side inputs: the
@@ -16,8 +16,8 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from sampler.beam.combiners import Fold, MergeCounts, add
-from sampler.partition import assign, clustering
+from sampler.beam.partition.combiners import Fold, MergeCounts, add
+from sampler.partition import clustering, label_propagation
 
 NAMESPACE = "partition"
 
@@ -334,7 +334,7 @@ class _RebalanceRound(beam.PTransform):
             | "Sizes" >> beam.Map(lambda c: clustering.group_table(c or {}, num_parts))
         )
         sent = state | "Send" >> beam.ParDo(
-            _Send(lambda s: assign.lp_messages(s, num_parts))
+            _Send(lambda s: label_propagation.lp_messages(s, num_parts))
         ).with_outputs("state", main="messages")
         proposed = _gather(sent, "Gather") | "Propose" >> beam.FlatMap(
             self._propose, beam.pvalue.AsSingleton(sizes)

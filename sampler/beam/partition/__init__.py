@@ -1,0 +1,19 @@
+"""The partition stage's PTransforms, one module per job:
+
+  config.py     PartitionConfig, METHODS and helpers every job shares
+  read.py       read and number: node and edge shards with original ids
+  classes.py    the balance class and in-degree of every node
+  methods.py    the methods: random, metis, label propagation (from clustering.py's start)
+  new_ids.py    DGL's new ids of nodes and edges
+  write.py      the files of every part, node id tables, partition JSON and report
+  halo.py       HALO hops 2..--num_hops
+  stage.py      PartitionGraph: all of the above
+  combiners.py  the CombineFns of the stage
+
+The numpy kernels they call are in sampler/partition/; pipelines/partition.py is the CLI.
+"""
+
+from sampler.beam.partition.config import METHODS, PartitionConfig
+from sampler.beam.partition.stage import PartitionGraph, PartitionOutputs
+
+__all__ = ["METHODS", "PartitionConfig", "PartitionGraph", "PartitionOutputs"]

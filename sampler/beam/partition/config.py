@@ -1,0 +1,36 @@
+"""What every job of the partition stage shares: its settings and Beam helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+NAMESPACE = "partition"  # Beam metrics namespace of the stage
+METHODS = ("random", "metis", "lp")
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionConfig:
+    """Everything the stage needs, validated once on the driver."""
+
+    graph_name: str
+    num_parts: int
+    part_method: str
+    seed: int
+    num_shards: int
+    balance_ntypes: str | None
+    balance_edges: bool
+    num_hops: int
+    lp_rounds: int
+    metis_max_adjacency: int
+    lp_cluster_rounds: int = 0  # > 0: lp starts from clusters (clustering.py)
+
+
+def key_shard(element):
+    """((node type, shard), element) of a NodeShard or NodeInfo."""
+    return (element.ntype, element.shard), element
+
+
+def type_offsets(starts):
+    """First homogeneous original id of every node type, from the [T, S + 1] starts table."""
+    totals = starts[:, -1]
+    return totals.cumsum() - totals

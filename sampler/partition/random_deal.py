@@ -1,0 +1,69 @@
+"""--part_method random per node shard: the counts a shard reports and the parts it deals.
+
+Nodes are dealt by *group*: a balance class, or with --balance_edges a (class, in-degree
+bucket) pair, encoded as class * (MAX_DEGREE_BUCKET + 1) + bucket so that the groups of a
+class are contiguous. Every group is dealt round-robin in a seeded random order
+(assign.random_parts); a node's position in that order needs the sizes of its group and of
+the earlier groups of its class, and the nodes of its group in earlier shards of its type:
+a small global table of counts per (group, type, shard).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sampler import ids
+from sampler.partition import assign
+from sampler.partition.layout import rank_within
+
+BUCKETS = assign.MAX_DEGREE_BUCKET + 1  # groups per class
+
+
+def deal_groups(classes: np.ndarray, in_degree: np.ndarray, balance_edges: bool) -> np.ndarray:
+    """int64 group of each node."""
+    if balance_edges:
+        return classes * BUCKETS + assign.degree_bucket(in_degree)
+    return classes * BUCKETS
+
+
+def group_counts(groups: np.ndarray, ntype: int, shard: int) -> dict[tuple[int, int, int], int]:
+    """{(group, type, shard): nodes} of one shard."""
+    g, n = np.unique(groups, return_counts=True)
+    return {(int(k), ntype, shard): int(c) for k, c in zip(g, n, strict=True)}
+
+
+def deal_parts(
+    groups: np.ndarray,
+    classes: np.ndarray,
+    ntype: int,
+    shard: int,
+    counts: dict[tuple[int, int, int], int],
+    seed: int,
+    num_parts: int,
+) -> np.ndarray:
+    """The part of every node of one shard, given the global `group_counts` table."""
+    before = {}  # group -> nodes of the group in earlier shards of this type
+    size = {}  # group -> nodes
+    for (g, t, s), n in counts.items():
+        size[g] = size.get(g, 0) + n
+        if t == ntype and s < shard:
+            before[g] = before.get(g, 0) + n
+    offset = {}  # group -> position of its first node within its class
+    for g in sorted(size):
+        first = (g // BUCKETS) * BUCKETS
+        offset[g] = sum(size[h] for h in size if first <= h < g)
+    rank = rank_within(np.unique(groups, return_inverse=True)[1], len(groups) + 1)
+    g_list = groups.tolist()
+    rank = rank + np.array([before.get(g, 0) for g in g_list], dtype=np.int64)
+    rotation = (
+        ids.combine(np.uint64(seed), classes.astype(np.uint64)) % np.uint64(num_parts)
+    ).astype(np.int64)
+    return assign.random_parts(
+        seed,
+        groups.astype(np.uint64),
+        rank,
+        np.array([size[g] for g in g_list], dtype=np.int64),
+        np.array([offset[g] for g in g_list], dtype=np.int64),
+        rotation,
+        num_parts,
+    )

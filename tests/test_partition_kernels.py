@@ -1,0 +1,63 @@
+"""Beam-free kernels of the partition stage's jobs, on small inputs checked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sampler.partition import classes, new_ids, random_deal
+from sampler.partition.graph import EdgeShard, NodeIndex
+
+
+def test_class_part_counts_by_hand():
+    got = classes.class_part_counts(np.array([0, 0, 1, 2, 0]), np.array([1, 1, 0, 3, 2]))
+    assert got == {(0, 1): 2, (0, 2): 1, (1, 0): 1, (2, 3): 1}
+    # Class and part indices far past any packing base stay apart.
+    got = classes.class_part_counts(np.array([2_000_000]), np.array([1_000_003]))
+    assert got == {(2_000_000, 1_000_003): 1}
+
+
+def test_class_indices_values_and_in_degree():
+    table = [(0, 0), (1, 0), (1, 5)]
+    values = classes.class_values({"m": np.array([[5], [0], [5]])}, "m", 3)
+    assert values.tolist() == [5, 0, 5]
+    assert classes.class_indices(1, values, table).tolist() == [2, 1, 2]
+    assert classes.class_values({}, "m", 2).tolist() == [0, 0]
+    assert classes.class_keys(1, values) == [(1, 0), (1, 5)]
+    degree = classes.in_degree([np.array([0, 2, 2]), np.array([2])], 4)
+    assert degree.tolist() == [1, 0, 3, 0]
+
+
+def test_deal_group_counts_and_exact_balance():
+    cls = np.array([0, 0, 0, 0, 0, 1, 1])
+    groups = random_deal.deal_groups(cls, np.zeros(7, np.int64), False)
+    assert groups.tolist() == [0] * 5 + [random_deal.BUCKETS] * 2
+    counts = random_deal.group_counts(groups, 0, 0)
+    assert counts == {(0, 0, 0): 5, (random_deal.BUCKETS, 0, 0): 2}
+    parts = random_deal.deal_parts(groups, cls, 0, 0, counts, seed=3, num_parts=2)
+    # 5 nodes of class 0 over 2 parts: 2 and 3; 2 nodes of class 1: 1 and 1.
+    assert sorted(np.bincount(parts[:5], minlength=2).tolist()) == [2, 3]
+    assert np.bincount(parts[5:], minlength=2).tolist() == [1, 1]
+
+
+def test_edge_ends_by_hand():
+    edges = EdgeShard(
+        etype=0, shard=0, src=np.array([10, 11, 11]), dst=np.array([0, 1, 0]),
+        dst_shard=np.zeros(3, np.int64), features={},
+    )  # fmt: skip
+    src_layout = new_ids.NodeLayout(0, 0, np.array([0, 1]), np.array([5, 9]), np.array([0, 0]))
+    targets = [new_ids.EdgeEnds(0, 0, np.array([0, 2]), np.array([1, 1]), np.array([7, 7]))]
+    targets.append(new_ids.EdgeEnds(0, 0, np.array([1]), np.array([0]), np.array([3])))
+    ends, counts, cut = new_ids.edge_ends(edges, targets, src_layout, 10, (1, 1, 2))
+    assert ends.src_part.tolist() == [0, 1, 1]
+    assert ends.src_new.tolist() == [5, 9, 9]
+    assert ends.dst_part.tolist() == [1, 0, 1]
+    assert ends.dst_new.tolist() == [7, 3, 7]
+    assert counts.tolist() == [[[1, 2]]]
+    assert cut.tolist() == [2]  # edges 0 (0 -> 1) and 1 (1 -> 0)
+
+
+def test_lookup_in_a_node_index():
+    index = NodeIndex(0, 0, np.array([3, 8, 20], np.uint64), 100)
+    ids, found = index.lookup(np.array([8, 4, 20], np.uint64))
+    assert found.tolist() == [True, False, True]
+    assert ids[found].tolist() == [101, 102]
