@@ -3,7 +3,7 @@
 Drop-in for TF-GNN's `tfgnn_graph_sampler`: same flags, plus --seed. `load(argv)` parses
 the flags once into a frozen SampleConfig (parse_known_args: every flag this CLI does not
 define goes to Beam's PipelineOptions), loads the schema and plan once and validates them.
-The pipeline is built by `sampler.beam.graph_tensors.sample_graph_tensors`, the code path of
+The pipeline is built by `sampler.beam.sample.graph_tensors.sample_graph_tensors`, the code path of
 the library entry point `sampler.beam.SampleGraphTensors`.
 
   python -m pipelines.sample --graph_schema G --sampling_spec S \\
@@ -26,8 +26,8 @@ from google.protobuf import text_format
 from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
-from sampler.beam.graph_tensors import SamplingOptions, sample_graph_tensors
-from sampler.beam.write import WriteRecordShards
+from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
+from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
 from sampler.io import graph_tables
 from sampler.sample.encode import output_schema
@@ -159,7 +159,7 @@ def load(argv, check_outputs: bool = True) -> Loaded:
 
 
 def build(pipeline, graph, plan, config: SampleConfig):
-    """Adds the sampling stages to `pipeline` (through sampler.beam.graph_tensors, the library
+    """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
     entry point's code path); returns the PCollection of RecordBatches."""
     options = SamplingOptions(
         Randomness(config.seed),

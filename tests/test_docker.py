@@ -217,7 +217,7 @@ def test_dockerignore_keeps_venvs_outputs_and_caches_out_but_not_the_sources(doc
     for source in copied_sources(dockerfile):
         assert os.path.exists(os.path.join(ROOT, source)), source
         assert not ignored(source.rstrip("/"), patterns), f"{source} is excluded by .dockerignore"
-    assert not ignored("sampler/beam/sample.py", patterns)
+    assert not ignored("sampler/beam/sample/sharded.py", patterns)
     assert not ignored("pipelines/sample.py", patterns)
 
 
@@ -266,7 +266,7 @@ def test_builder_stage_wheel_holds_the_package_and_its_pins(dockerfile, tmp_path
             if line.startswith("Requires-Dist:") and "extra ==" not in line
         ]
         entry_points = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    for module in ["sampler/beam/sample.py", "sampler/io/files.py", "pipelines/sample.py"]:
+    for module in ["sampler/beam/sample/sharded.py", "sampler/io/files.py", "pipelines/sample.py"]:
         assert module in names, module
     assert not any(n.startswith("tests/") for n in names)
     pins = requirement_pins()

@@ -16,7 +16,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from sampler import ids, shards
 from sampler.batches import EdgeBatch, SampleNodes
-from sampler.beam.sample import SampleOp
+from sampler.beam.sample.sharded import SampleOp
 from sampler.sample.adjacency import build_adjacency
 from sampler.sample.plan import RANDOM_UNIFORM, Op
 from sampler.sample.randomness import Randomness

@@ -9,7 +9,7 @@ __all__ = ["SampleGraphTensors", "SampledExamples", "SamplingOptions"]
 
 def __getattr__(name: str):
     if name in __all__:
-        from sampler.beam import graph_tensors
+        from sampler.beam.sample import graph_tensors
 
         return getattr(graph_tensors, name)
     raise AttributeError(f"module 'sampler.beam' has no attribute {name!r}")

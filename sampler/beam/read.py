@@ -348,7 +348,7 @@ class ReadGraph(beam.PTransform):
                     info, "dst", num_shards
                 )
             # Without drop_dangling the edges are final only once the worker drops them
-            # (sampler.beam.on_workers.SampleOnWorkers counts them there).
+            # (sampler.beam.sample.on_workers.SampleOnWorkers counts them there).
             adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
                 info, num_shards, self._plan, count_shapes=self._drop_dangling
             )

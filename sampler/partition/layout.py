@@ -59,21 +59,21 @@ class Layout:
 
     def node_ids(self, ntype: int, shard: int, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(new homogeneous id, new type-wise id) of a node shard's rows (original-id order)."""
-        rank = rank_within(parts, self.num_parts)
-        within = self.node_shard_before[ntype, shard, parts] + rank
-        return (
-            self.node_starts[parts, ntype] + within,
-            self.node_part_before[parts, ntype] + within,
+        return self._new_ids(
+            self.node_starts, self.node_shard_before, self.node_part_before, ntype, shard, parts
         )
 
     def edge_ids(self, etype: int, shard: int, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(new homogeneous id, new type-wise id) of an edge shard's rows."""
-        rank = rank_within(owner, self.num_parts)
-        within = self.edge_shard_before[etype, shard, owner] + rank
-        return (
-            self.edge_starts[owner, etype] + within,
-            self.edge_part_before[owner, etype] + within,
+        return self._new_ids(
+            self.edge_starts, self.edge_shard_before, self.edge_part_before, etype, shard, owner
         )
+
+    def _new_ids(self, starts, shard_before, part_before, type_, shard, parts):
+        """Rows of one type's shard in partition `parts`: ids after every earlier part and type
+        (homogeneous) or every earlier part (type-wise), then earlier shards, then their rank."""
+        within = shard_before[type_, shard, parts] + rank_within(parts, self.num_parts)
+        return starts[parts, type_] + within, part_before[parts, type_] + within
 
     def node_map(self) -> np.ndarray:
         """[T, P, 2] ranges [start, end) of new homogeneous node ids."""

@@ -16,10 +16,10 @@ import typing
 
 import apache_beam as beam
 
-from sampler.beam.on_workers import SampleOnWorkers
 from sampler.beam.read import ReadGraph, ReadSeedIds
-from sampler.beam.sample import RecordBatch, SampleSubgraphs, SamplingInputs
-from sampler.beam.seeds import SeedsFromIds, SeedsFromNodeTable
+from sampler.beam.sample.on_workers import SampleOnWorkers
+from sampler.beam.sample.seeds import SeedsFromIds, SeedsFromNodeTable
+from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph

@@ -12,7 +12,7 @@ from apache_beam.utils import shared
 
 from sampler.arrays import expand_ranges
 from sampler.batches import Seeds
-from sampler.beam.sample import (
+from sampler.beam.sample.sharded import (
     NAMESPACE,
     SEEDS,
     RecordBatch,

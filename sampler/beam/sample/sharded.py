@@ -1,6 +1,6 @@
 """The `sharded` placement: PTransforms that sample subgraphs hop by hop from sharded node
 tables and adjacency lists, and the pieces both placements share (SamplingInputs, RecordBatch).
-The `worker` placement is `sampler.beam.on_workers`; the seeds are made in `sampler.beam.seeds`.
+The `worker` placement is `sampler.beam.sample.on_workers`; the seeds are made in `sampler.beam.sample.seeds`.
 
 The plan, stage by stage:
   Seeds        (shard, Seeds)            seed occurrences, sharded by seed node
