@@ -19,10 +19,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from google.protobuf import text_format
-from tensorflow_gnn.proto import graph_schema_pb2
 
 from sampler.features import feature_specs
 from sampler.io.writers import write_table
+from sampler.protos import graph_schema_pb2
 from sampler.tools import synthetic
 from tests.partition_helpers import reference_graph, run_partition
 
