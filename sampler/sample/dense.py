@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 from collections.abc import Iterator
 
 import numpy as np
@@ -156,7 +157,7 @@ def sample_chunk(
             strategy=op.strategy,
             weights=adj.weights,
         )
-        picked[op.edge_set].append((s[rows], r[rows], positions))
+        picked[op.edge_set].append(_Picked(s, r, rows, positions))
         produced[op.name] = (s[rows], adj.targets[positions])
     members = {}
     for name, table in dg.nodes.items():
@@ -170,11 +171,7 @@ def sample_chunk(
     edge_rows = {}
     for name, info in graph.edge_sets.items():
         adj = dg.adjacency[name]
-        parts = picked.get(name, [])
-        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        src_row = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-        pos = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0, np.int64)
-        src, _ = members[info.source].find(s, src_row)
+        s, src, pos = _picked_edges(picked.get(name, []), members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
         chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
@@ -195,5 +192,29 @@ def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> 
         adj = dg.adjacency[name]
         m = members[info.source]
         rows, positions = expand_ranges(adj.starts[m.row], adj.degrees[m.row])
-        picked[name] = [(m.sample[rows], m.row[rows], positions)]
+        picked[name] = [_Picked(m.sample, m.row, rows, positions)]
     return picked
+
+
+class _Picked(typing.NamedTuple):
+    """Edges picked from a frontier: edge i leaves frontier row `rows[i]` at `positions[i]`."""
+
+    frontier_sample: np.ndarray  # sample index of each frontier row
+    frontier_row: np.ndarray  # node row of each frontier row
+    rows: np.ndarray
+    positions: np.ndarray  # positions in the edge set's adjacency
+
+
+def _picked_edges(parts: list[_Picked], sources: _Members):
+    """(sample, output position of the source node, adjacency position) of every picked edge.
+
+    A source's position is looked up once per frontier row, not once per edge (a frontier
+    row has up to sample_size edges, or its whole degree under node aggregation)."""
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s, src = [], []
+    for p in parts:
+        local, _ = sources.find(p.frontier_sample, p.frontier_row)
+        s.append(p.frontier_sample[p.rows])
+        src.append(local[p.rows])
+    return np.concatenate(s), np.concatenate(src), np.concatenate([p.positions for p in parts])
