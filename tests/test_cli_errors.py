@@ -189,3 +189,45 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
     assert sorted(p.name for p in out.iterdir()) == [
         "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", ["out@-1", "out@abc", "out@1.5", "@2", "out/@2", "out/"])
+def test_malformed_output_pattern_is_refused(pattern):
+    from pipelines.runner import output_shards
+    from sampler.errors import UserError
+
+    with pytest.raises(UserError, match="--output_samples .*shard count"):
+        output_shards(pattern)
+
+
+def test_malformed_output_pattern_is_one_line(graph):
+    out = graph.parent / "out"
+    result = run_cli(*sample_args(graph)[:-1], str(out / "@2"))
+    assert_user_error(result, "@2", "file name")
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_unknown_edge_type_metadata_is_one_line(graph):
+    (graph / "graph_schema.pbtxt").write_text(
+        SCHEMA.replace(
+            'metadata { filename: "cites.csv" }',
+            'metadata { filename: "cites.csv" extra { key: "edge_type" value: "reverse" } }',
+        )
+    )
+    result = run_cli(*sample_args(graph))
+    assert_user_error(result, "edge set 'cites'", "edge_type 'reverse'", "'reversed'")
+
+
+def test_seed_file_of_unknown_format_names_the_extensions(graph):
+    (graph / "seeds.txt").write_text("#id\np0\n")
+    result = run_cli(*sample_args(graph, "--input_seeds", str(graph / "seeds.txt")))
+    assert_user_error(result, "seeds.txt", ".csv")
+    assert "explicitly" not in result.stderr
+
+
+def test_too_many_bad_rows_still_write_every_one_to_the_dead_letter_file(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\np2,1\n,1;2\np3,5;6\n")
+    result = run_cli(*sample_args(graph))
+    assert_user_error(result, "3 bad records, more than --max_bad_records 0", "bad_records-")
+    (dead,) = (graph.parent / "out").glob("bad_records-*.jsonl")
+    assert sorted(json.loads(line)["row"] for line in dead.read_text().splitlines()) == [2, 3, 4]
