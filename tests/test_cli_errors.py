@@ -176,7 +176,8 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
     out = graph.parent / "out"
     assert run_cli(*sample_args(graph)).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        "run_summary.json", "s-00000-of-00002", "s-00001-of-00002", "schema.pbtxt",
+        ".beam_graph_manifest.json", "run_summary.json", "s-00000-of-00002", "s-00001-of-00002",
+        "schema.pbtxt",
     ]  # fmt: skip
     assert_user_error(run_cli(*sample_args(graph)), "exists already", "--overwrite")
     # A stale shard of another shard count must not survive an --overwrite run.
@@ -187,7 +188,7 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
-        "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
+        ".beam_graph_manifest.json", "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
     ]  # fmt: skip
 
 
@@ -231,3 +232,46 @@ def test_too_many_bad_rows_still_write_every_one_to_the_dead_letter_file(graph):
     assert_user_error(result, "3 bad records, more than --max_bad_records 0", "bad_records-")
     (dead,) = (graph.parent / "out").glob("bad_records-*.jsonl")
     assert sorted(json.loads(line)["row"] for line in dead.read_text().splitlines()) == [2, 3, 4]
+
+
+def test_overwrite_with_another_base_name_and_after_a_killed_run_leaves_no_old_files(graph):
+    out = graph.parent / "out"
+    assert run_cli(*sample_args(graph)).returncode == 0
+    # What a killed run leaves: the writer's hidden temp folder, Beam's dead-letter temp folder.
+    (out / ".temp-samples-0123456789ab").mkdir()
+    (out / ".temp-samples-0123456789ab" / "part-1").write_bytes(b"x" * 100)
+    (out / "beam-temp-bad_records-0f0f").mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    result = run_cli(*sample_args(graph)[:-1], str(out / "other@1"), "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".beam_graph_manifest.json", "notes.txt", "other-00000-of-00001", "run_summary.json",
+        "schema.pbtxt",
+    ]  # fmt: skip
+
+
+def test_failed_run_leaves_no_temp_folders(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\n")
+    out = graph.parent / "out"
+    assert_user_error(run_cli(*sample_args(graph)), "more than --max_bad_records 0")
+    assert not [p.name for p in out.iterdir() if "temp" in p.name]
+
+
+def test_output_folder_containing_an_input_is_refused(graph):
+    (graph / "graph_schema.pbtxt").write_text(SCHEMA.replace('"paper.csv"', '"part0/paper.csv"'))
+    (graph / "part0").mkdir()
+    (graph / "paper.csv").rename(graph / "part0" / "paper.csv")
+    result = run_cli(*sample_args(graph)[:-1], str(graph.parent / "s@2"), "--overwrite")
+    assert_user_error(result, "contains the input folder")
+    assert (graph / "part0" / "paper.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["file_parent", "proc"])
+def test_unwritable_output_is_one_line_and_leaves_nothing(graph, where):
+    blocker = graph.parent / "a_file"
+    blocker.write_text("not a folder")
+    out = blocker / "out" if where == "file_parent" else "/proc/version/out"
+    result = run_cli(*sample_args(graph)[:-1], f"{out}/s@2")
+    assert_user_error(result, "cannot write the output", str(out))
+    assert blocker.read_text() == "not a folder"
+    assert sorted(p.name for p in graph.parent.iterdir()) == ["a_file", "graph"]
