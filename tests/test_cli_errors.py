@@ -275,3 +275,42 @@ def test_unwritable_output_is_one_line_and_leaves_nothing(graph, where):
     assert_user_error(result, "cannot write the output", str(out))
     assert blocker.read_text() == "not a folder"
     assert sorted(p.name for p in graph.parent.iterdir()) == ["a_file", "graph"]
+
+
+def run_partition(*args):
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.partition", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_partition_more_parts_than_nodes_is_one_line(graph):
+    out = graph.parent / "parts"
+    result = run_partition("--graph_schema", str(graph), "--output_dir", str(out),
+                           "--graph_name", "g", "--num_parts", "3")  # fmt: skip
+    assert_user_error(result, "--num_parts 3", "partitions 2", "fewer parts")
+    assert not (out / "g.json").exists()
+
+
+def test_partition_overwrite_never_deletes_an_input_and_drops_old_parts(graph):
+    # The input folder is named like a partition and lies in the output folder.
+    part = graph.parent / "part7"
+    graph.rename(part)
+    out = graph.parent
+    args = ["--graph_schema", str(part), "--graph_name", "g"]
+    result = run_partition(*args, "--output_dir", str(out), "--num_parts", "1", "--overwrite")
+    assert_user_error(result, "contains the input folder")
+    assert sorted(p.name for p in part.iterdir()) == [
+        "cites.csv", "graph_schema.pbtxt", "paper.csv", "spec.pbtxt",
+    ]  # fmt: skip
+    parts = graph.parent / "parts"
+    result = run_partition(*args, "--output_dir", str(parts), "--num_parts", "2")
+    assert result.returncode == 0, result.stderr
+    (parts / "user.txt").write_text("kept")
+    result = run_partition(*args, "--output_dir", str(parts), "--num_parts", "1", "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.relative_to(parts).as_posix() for p in parts.rglob("*") if p.is_dir()) == [
+        "node_ids", "node_ids/paper", "part0",
+    ]  # fmt: skip
+    assert (parts / "user.txt").read_text() == "kept"
