@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 import time
 
@@ -29,6 +30,19 @@ from sampler.io.files import has_scheme
 SUMMARY_NAME = "run_summary.json"
 BAD_RECORDS_PREFIX = "bad_records"
 BAD_RECORDS_GLOB = f"{BAD_RECORDS_PREFIX}-*.jsonl"
+MANIFEST_NAME = ".beam_graph_manifest.json"
+# Paths (relative to the output folder, full match) that every run may write: the summary, the
+# dead letters, the manifest, and the temporary folders of Beam's text sink.
+COMMON_OUTPUTS = (
+    re.escape(SUMMARY_NAME),
+    rf"{BAD_RECORDS_PREFIX}-\d{{5}}-of-\d{{5}}\.jsonl",
+    re.escape(MANIFEST_NAME),
+    r"beam-temp-bad_records-[0-9a-f]+/.*",
+)
+# The only folders (directly in the output folder) looked into, and removed when left empty.
+OWNED_FOLDERS = re.compile(
+    r"part\d+|node_ids|\.temp-samples-[0-9a-f]+|beam-temp-[A-Za-z_]+-[0-9a-f]+"
+)
 
 
 def _join(folder: str, name: str) -> str:
@@ -64,17 +78,19 @@ def input_folders(graph, *extra_inputs: str | None) -> list[str]:
 
 def check_output(
     output_dir: str,
-    patterns: list[str],
+    owned: list[str],
     inputs: list[str],
     overwrite: bool,
     flag: str,
     dedicated: bool = False,
 ) -> None:
-    """Before the pipeline starts: the output is not an input folder, nor holds an old run.
+    """Before the pipeline starts: the output and the inputs do not overlap, no old run is there.
 
-    `patterns` are globs of every file the run writes (inside `output_dir`). With `dedicated`
-    (a folder only this run writes, e.g. a partition folder), any content counts as existing
-    output. With `overwrite`, the files matching `patterns` are deleted.
+    `owned` are regular expressions (full match, relative to `output_dir`) of the files the run
+    writes. With `dedicated` (a folder only this run writes, e.g. a partition folder), any
+    content counts as existing output. With `overwrite` only files this project wrote are
+    deleted: those the manifest of the earlier run lists or its patterns match, and those this
+    run's `owned` patterns match; never anything inside an input folder.
     """
     for folder in inputs:
         if _inside(output_dir, folder):
@@ -82,7 +98,13 @@ def check_output(
                 f"{flag} {output_dir}: the output is inside the input folder {folder}; "
                 "write it somewhere else"
             )
-    existing = [path for pattern in patterns for path in _match(pattern)]
+        if _inside(folder, output_dir):
+            raise UserError(
+                f"{flag} {output_dir}: the output folder contains the input folder {folder}; "
+                "write it somewhere else"
+            )
+    old = owned_files(output_dir, owned, inputs)
+    existing = old
     if dedicated and not existing and not has_scheme(output_dir) and os.path.isdir(output_dir):
         existing = sorted(os.listdir(output_dir))
     if not existing:
@@ -92,9 +114,107 @@ def check_output(
             f"{flag} {output_dir}: the output exists already ({existing[0]}, "
             f"{len(existing)} files); pass --overwrite to replace it"
         )
-    old = [path for pattern in patterns for path in _match(pattern)]
     if old:
         FileSystems.delete(old)
+    _remove_empty_folders(output_dir)
+
+
+def _listing(output_dir: str) -> list[str]:
+    """The files directly in `output_dir` and anywhere under its OWNED_FOLDERS, relative to it."""
+    if has_scheme(output_dir):
+        base = output_dir.rstrip("/") + "/"
+        return [p[len(base) :] for p in _match(base + "**") if p.startswith(base)]
+    top = output_dir or "."
+    if not os.path.isdir(top):
+        return []
+    out = []
+    for name in sorted(os.listdir(top)):
+        path = os.path.join(top, name)
+        if not os.path.isdir(path):
+            out.append(name)
+        elif OWNED_FOLDERS.fullmatch(name) and not os.path.islink(path):
+            for folder, _, files in os.walk(path):
+                rel = os.path.relpath(folder, top)
+                out += [f"{rel}/{f}" for f in files]
+    return sorted(out)
+
+
+def _manifest(output_dir: str) -> dict:
+    path = _join(output_dir, MANIFEST_NAME)
+    try:
+        with FileSystems.open(path) as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except Exception:  # noqa: BLE001 - no manifest (or not ours): nothing listed
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def owned_files(output_dir: str, owned: list[str], inputs: list[str]) -> list[str]:
+    """The files under `output_dir` this project wrote: listed in its manifest, matching the
+    manifest's patterns or `owned` (+ COMMON_OUTPUTS), and not inside an input folder."""
+    manifest = _manifest(output_dir)
+    patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
+    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
+    listed = set(manifest.get("files", []))
+    found = [
+        _join(output_dir, rel)
+        for rel in _listing(output_dir)
+        if rel in listed or matcher.fullmatch(rel)
+    ]
+    return sorted(p for p in found if not any(_inside(p, folder) for folder in inputs))
+
+
+def _remove_empty_folders(output_dir: str) -> None:
+    """Removes the empty OWNED_FOLDERS in `output_dir` (e.g. part<i>/ of an earlier run)."""
+    top = output_dir or "."
+    if has_scheme(output_dir) or not os.path.isdir(top):
+        return
+    for name in os.listdir(top):
+        path = os.path.join(top, name)
+        if OWNED_FOLDERS.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
+            for folder, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+                if not os.listdir(folder):
+                    os.rmdir(folder)
+
+
+def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None:
+    """`<output_dir>/.beam_graph_manifest.json`: the patterns of the files this run writes, and
+    (once the run is over) the files. Written before the run too, so that --overwrite after a
+    killed run still knows them. A folder that cannot be written is a one-line UserError."""
+    files = [
+        p[len(output_dir) + 1 :] if output_dir else p
+        for p in owned_files(output_dir, owned, inputs)
+    ]
+    data = {"patterns": list(owned), "files": [f for f in files if f != MANIFEST_NAME]}
+    path = _join(output_dir, MANIFEST_NAME)
+    try:
+        if output_dir and not has_scheme(output_dir):
+            os.makedirs(output_dir, exist_ok=True)
+        with FileSystems.create(path) as f:
+            f.write((json.dumps(data, indent=1) + "\n").encode())
+    except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
+        raise UserError(f"cannot write the output {path}: {unwritable_reason(e)}") from e
+
+
+def unwritable_reason(error: BaseException) -> str:
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def remove_leftovers(output_dir: str, patterns: list[str]) -> None:
+    """After a failed run: removes the temporary folders (and files) matching `patterns`."""
+    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
+    try:
+        stale = [_join(output_dir, r) for r in _listing(output_dir) if matcher.fullmatch(r)]
+        if stale:
+            FileSystems.delete(stale)
+        _remove_empty_folders(output_dir)
+    except Exception:  # noqa: BLE001 - best effort: the run's own error is the one to report
+        pass
 
 
 def write_bad_records(bad_records, output_dir: str) -> None:

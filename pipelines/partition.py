@@ -196,8 +196,11 @@ def main_body(argv) -> None:
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
-    result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
-    result.wait_until_finish()
+    try:
+        result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
+        result.wait_until_finish()
+    finally:
+        accounting.remove_leftovers(output_dir, [r"beam-temp-bad_records-[0-9a-f]+/.*"])
     counters = accounting.beam_counters(result)
     issues = accounting.graph_issues(job.graph, counters)
     try:
@@ -216,20 +219,29 @@ def main_body(argv) -> None:
         graph_issues=issues,
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
+    accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_folders(job.graph))
+
+
+def owned_outputs(args) -> list[str]:
+    """Regular expressions (relative to --output_dir) of the files a run writes."""
+    return [
+        re.escape(f"{args.graph_name}.json"),
+        re.escape(REPORT_NAME),
+        r"part\d+/(graph|node_feat|edge_feat|orig_nids|orig_eids)\.dgl",
+        r"node_ids/[^/]+/[^/]+-\d{5}-of-\d{5}\.parquet",
+    ]
 
 
 def check_output(graph, args, output_dir: str) -> None:
-    """Configuration errors of --output_dir before anything runs (pipelines.accounting)."""
-    names = [
-        f"{args.graph_name}.json", REPORT_NAME, accounting.SUMMARY_NAME,
-        accounting.BAD_RECORDS_GLOB, "part*/*", "node_ids/*/*",
-    ]  # fmt: skip
-    patterns = [f"{output_dir}/{name}" for name in names]
+    """Configuration errors of --output_dir before anything runs (pipelines.accounting); then
+    the manifest of the run's files is written (a folder that cannot be written fails here)."""
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph)
+    owned = owned_outputs(args)
     accounting.check_output(
-        output_dir, patterns, inputs, args.overwrite, "--output_dir", dedicated=True
+        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True
     )
+    accounting.write_manifest(output_dir, owned, inputs)
 
 
 def print_summary(report: dict, output_dir: str, seconds: float) -> None:

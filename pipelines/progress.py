@@ -211,19 +211,30 @@ def summary_lines(counters: dict[str, int], times: dict[str, float], top: int = 
             lines.append(f"{kind} per subgraph (mean): {mean}")
             total = ", ".join(f"{k} {v:,}" for k, v in sorted(sizes.items()))
             lines.append(f"{kind} in total: {total}")
-    bad = {
+    # Unreadable rows (run_summary.json's bad_records) apart from graph issues (graph_issues).
+    found = {
         name: value
         for name, value in counters.items()
         if name.split("/", 1)[0] in BAD_RECORD_COUNTERS and value
     }
-    if bad:
+    bad = {k: v for k, v in found.items() if k.startswith("bad_records/")}
+    issues = {k: v for k, v in found.items() if k not in bad}
+    lines.append(
+        f"bad records: {sum(bad.values()):,}"
+        + (
+            " ("
+            + ", ".join(f"{k[len('bad_records/') :]} {v:,}" for k, v in sorted(bad.items()))
+            + ")"
+            if bad
+            else ""
+        )
+    )
+    if issues:
         lines.append(
-            f"bad records: {sum(bad.values()):,} ("
-            + ", ".join(f"{k} {v:,}" for k, v in sorted(bad.items()))
+            f"graph issues: {sum(issues.values()):,} ("
+            + ", ".join(f"{k} {v:,}" for k, v in sorted(issues.items()))
             + ")"
         )
-    else:
-        lines.append("bad records: 0")
     times = {name: seconds for name, seconds in times.items() if seconds >= 0.05}
     if times:
         ranked = sorted(times.items(), key=lambda kv: -kv[1])

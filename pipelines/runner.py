@@ -69,6 +69,12 @@ _SHARDED = re.compile(r"^(?P<base>.+)@(?P<count>\d+)$")
 def output_shards(pattern: str) -> tuple[str, int, str | None]:
     """(file prefix, number of shards, shard name template) for `path` or `path@N`."""
     match = _SHARDED.match(pattern)
+    name = pattern.rsplit("/", 1)[-1]
+    if (match and match.group("base").endswith("/")) or (not match and "@" in name) or not name:
+        raise UserError(
+            f"--output_samples {pattern}: give a file name, or a file name and a shard count "
+            "such as out/samples@8"
+        )
     if match:
         count = int(match.group("count"))
         if count < 1:

@@ -16,6 +16,7 @@ import argparse
 import collections
 import dataclasses
 import os
+import re
 import time
 import uuid
 
@@ -179,19 +180,27 @@ def output_dir_of(output_samples: str) -> str:
     return prefix.rsplit("/", 1)[0] if "/" in prefix else ""
 
 
-def check_output(graph, args: SampleConfig) -> None:
-    """Configuration errors of the output, before anything runs (pipelines.accounting)."""
+TEMP_OUTPUTS = [r"\.temp-samples-[0-9a-f]+/.*", r"beam-temp-bad_records-[0-9a-f]+/.*"]
+
+
+def owned_outputs(args: SampleConfig) -> list[str]:
+    """Regular expressions (relative to the output folder) of the files a run writes."""
     prefix, _, template = output_shards(args.output_samples)
+    base = re.escape(prefix.rsplit("/", 1)[-1])
+    samples = base if template == "" else rf"{base}-\d{{5}}-of-\d{{5}}"
+    return [samples, r"schema\.pbtxt", *TEMP_OUTPUTS]
+
+
+def check_output(graph, args: SampleConfig) -> None:
+    """Configuration errors of the output, before anything runs (pipelines.accounting); then
+    the manifest of the run's files is written (a folder that cannot be written fails here)."""
     output_dir = output_dir_of(args.output_samples)
-    patterns = [prefix] if template == "" else [f"{prefix}-*-of-*"]
-    patterns += [
-        FileSystems.join(output_dir, name) if output_dir else name
-        for name in ("schema.pbtxt", accounting.SUMMARY_NAME, accounting.BAD_RECORDS_GLOB)
-    ]
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph, args.input_seeds)
+    owned = owned_outputs(args)
     flag = "--output_samples"
-    accounting.check_output(output_dir or ".", patterns, inputs, args.overwrite, flag)
+    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag)
+    accounting.write_manifest(output_dir, owned, inputs)
 
 
 def placement(graph, args: SampleConfig) -> str:
@@ -252,11 +261,13 @@ def main_body(argv) -> None:
         main_in_memory(loaded, start)
         return
     job = construct_loaded(loaded)
-    with Progress(config.progress_interval) as progress:
-        result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
-        progress.result = result  # a remote job returns at once: poll its counters
-        result.wait_until_finish()
-    remove_temp_dir(job.temp_dir)
+    try:
+        with Progress(config.progress_interval) as progress:
+            result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
+            progress.result = result  # a remote job returns at once: poll its counters
+            result.wait_until_finish()
+    finally:
+        accounting.remove_leftovers(job.output_dir, TEMP_OUTPUTS)
     counters = counters_of(result)
     accounting.check_bad_records(counters, config.max_bad_records, job.output_dir)
     issues = accounting.graph_issues(job.graph, counters)
@@ -264,6 +275,8 @@ def main_body(argv) -> None:
     schema_path = write_output_schema(job.graph, job.output_dir)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
     write_run_summary(argv, config, counters, job.output_dir, time.time() - start, issues)
+    inputs = accounting.input_folders(job.graph, config.input_seeds)
+    accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
 
 
 def write_run_summary(argv, args, counters, output_dir: str, seconds: float, issues) -> None:
@@ -292,16 +305,12 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
     write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, {})
+    inputs = accounting.input_folders(graph, config.input_seeds)
+    accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 
 
 def argv_of(args) -> list[str]:
     return [f"--{k}={v}" for k, v in sorted(vars(args).items()) if v not in (None, False)]
-
-
-def remove_temp_dir(path: str) -> None:
-    """The writer deletes its part files; this removes their (now empty) folder."""
-    if FileSystems.exists(path):
-        FileSystems.delete([path])
 
 
 def counters_of(result) -> dict[str, int]:

@@ -90,8 +90,18 @@ def parse_pbtxt(path: str, message):
         raise UserError(f"{path}:{e}") from e
 
 
-def _is_reversed(edge_set) -> bool:
-    return any(kv.key == "edge_type" and kv.value == "reversed" for kv in edge_set.metadata.extra)
+EDGE_TYPES = ("reversed",)  # the values of metadata.extra "edge_type" this project reads
+
+
+def _is_reversed(edge_set, where: str) -> bool:
+    values = [kv.value for kv in edge_set.metadata.extra if kv.key == "edge_type"]
+    for value in values:
+        if value not in EDGE_TYPES:
+            raise UserError(
+                f"{where}: metadata.extra edge_type '{value}' is unknown; the only value is "
+                f"{', '.join(repr(v) for v in EDGE_TYPES)} (leave it out for forward edges)"
+            )
+    return bool(values)
 
 
 def load_graph(path: str) -> GraphInfo:
@@ -130,6 +140,6 @@ def load_graph(path: str) -> GraphInfo:
             es.target,
             features,
             resolve_pattern(es.metadata.filename, schema_dir),
-            _is_reversed(es),
+            _is_reversed(es, where),
         )
     return GraphInfo(schema, schema_path, node_sets, edge_sets)

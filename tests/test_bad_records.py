@@ -210,3 +210,39 @@ def test_no_loader_unpickles_input():
     assert offenders == []
     # and the check itself can fail:
     assert re.search(r"\bpickle\.loads?\(", "x = pickle.load(f)")
+
+
+def _csv_rows(path, text, specs):
+    path.write_text(text)
+    bad = []
+    rows = []
+    for table in read_table(str(path), "csv", ("#id",), specs, 100, on_bad=bad.append):
+        rows += table.to_pylist()
+    return rows, bad
+
+
+STRING_SPECS = {"f": FeatureSpec("f", "float", ()), "s": FeatureSpec("s", "bytes", ())}
+SWALLOWED = "".join(f"c{k},3,w\n" for k in range(191))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The quote opened on line 3 closes 192 lines later before a comma: one record, 2 cells.
+        '#id,f,s\na,1,x\nb,2,"oops\n' + SWALLOWED + 'd,",x\n',
+        # ... or never closes.
+        '#id,f,s\na,1,x\nb,2,"oops\n' + SWALLOWED,
+        # ... or closes before text.
+        '#id,f,s\na,1,x\nb,2,"oops\n' + SWALLOWED + 'd,4,"q"\n',
+        # ... or closes properly but far too late.
+        '#id,f,s\na,1,x\nb,2,"oops\n' + SWALLOWED + 'd",4,x\n',
+    ],
+)
+def test_csv_unterminated_quote_fails_naming_the_line_it_opened(tmp_path, text):
+    with pytest.raises(UserError, match=r"n\.csv: line 3: bad CSV quoting"):
+        _csv_rows(tmp_path / "n.csv", text, STRING_SPECS)
+
+
+def test_csv_quoted_cell_may_hold_a_few_line_breaks(tmp_path):
+    rows, bad = _csv_rows(tmp_path / "n.csv", '#id,f,s\na,1,"x\ny"\nb,2,z\n', STRING_SPECS)
+    assert [r["s"] for r in rows] == [b"x\ny", b"z"] and not bad

@@ -176,7 +176,8 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
     out = graph.parent / "out"
     assert run_cli(*sample_args(graph)).returncode == 0
     assert sorted(p.name for p in out.iterdir()) == [
-        "run_summary.json", "s-00000-of-00002", "s-00001-of-00002", "schema.pbtxt",
+        ".beam_graph_manifest.json", "run_summary.json", "s-00000-of-00002", "s-00001-of-00002",
+        "schema.pbtxt",
     ]  # fmt: skip
     assert_user_error(run_cli(*sample_args(graph)), "exists already", "--overwrite")
     # A stale shard of another shard count must not survive an --overwrite run.
@@ -187,5 +188,129 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
-        "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
+        ".beam_graph_manifest.json", "run_summary.json", "s-00000-of-00001", "schema.pbtxt",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("pattern", ["out@-1", "out@abc", "out@1.5", "@2", "out/@2", "out/"])
+def test_malformed_output_pattern_is_refused(pattern):
+    from pipelines.runner import output_shards
+    from sampler.errors import UserError
+
+    with pytest.raises(UserError, match="--output_samples .*shard count"):
+        output_shards(pattern)
+
+
+def test_malformed_output_pattern_is_one_line(graph):
+    out = graph.parent / "out"
+    result = run_cli(*sample_args(graph)[:-1], str(out / "@2"))
+    assert_user_error(result, "@2", "file name")
+    assert not out.exists() or not list(out.iterdir())
+
+
+def test_unknown_edge_type_metadata_is_one_line(graph):
+    (graph / "graph_schema.pbtxt").write_text(
+        SCHEMA.replace(
+            'metadata { filename: "cites.csv" }',
+            'metadata { filename: "cites.csv" extra { key: "edge_type" value: "reverse" } }',
+        )
+    )
+    result = run_cli(*sample_args(graph))
+    assert_user_error(result, "edge set 'cites'", "edge_type 'reverse'", "'reversed'")
+
+
+def test_seed_file_of_unknown_format_names_the_extensions(graph):
+    (graph / "seeds.txt").write_text("#id\np0\n")
+    result = run_cli(*sample_args(graph, "--input_seeds", str(graph / "seeds.txt")))
+    assert_user_error(result, "seeds.txt", ".csv")
+    assert "explicitly" not in result.stderr
+
+
+def test_too_many_bad_rows_still_write_every_one_to_the_dead_letter_file(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\np2,1\n,1;2\np3,5;6\n")
+    result = run_cli(*sample_args(graph))
+    assert_user_error(result, "3 bad records, more than --max_bad_records 0", "bad_records-")
+    (dead,) = (graph.parent / "out").glob("bad_records-*.jsonl")
+    assert sorted(json.loads(line)["row"] for line in dead.read_text().splitlines()) == [2, 3, 4]
+
+
+def test_overwrite_with_another_base_name_and_after_a_killed_run_leaves_no_old_files(graph):
+    out = graph.parent / "out"
+    assert run_cli(*sample_args(graph)).returncode == 0
+    # What a killed run leaves: the writer's hidden temp folder, Beam's dead-letter temp folder.
+    (out / ".temp-samples-0123456789ab").mkdir()
+    (out / ".temp-samples-0123456789ab" / "part-1").write_bytes(b"x" * 100)
+    (out / "beam-temp-bad_records-0f0f").mkdir()
+    (out / "notes.txt").write_text("the user's own file")
+    result = run_cli(*sample_args(graph)[:-1], str(out / "other@1"), "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".beam_graph_manifest.json", "notes.txt", "other-00000-of-00001", "run_summary.json",
+        "schema.pbtxt",
+    ]  # fmt: skip
+
+
+def test_failed_run_leaves_no_temp_folders(graph):
+    (graph / "paper.csv").write_text("#id,feat\np0,1;2\np1,3;x\n")
+    out = graph.parent / "out"
+    assert_user_error(run_cli(*sample_args(graph)), "more than --max_bad_records 0")
+    assert not [p.name for p in out.iterdir() if "temp" in p.name]
+
+
+def test_output_folder_containing_an_input_is_refused(graph):
+    (graph / "graph_schema.pbtxt").write_text(SCHEMA.replace('"paper.csv"', '"part0/paper.csv"'))
+    (graph / "part0").mkdir()
+    (graph / "paper.csv").rename(graph / "part0" / "paper.csv")
+    result = run_cli(*sample_args(graph)[:-1], str(graph.parent / "s@2"), "--overwrite")
+    assert_user_error(result, "contains the input folder")
+    assert (graph / "part0" / "paper.csv").exists()
+
+
+@pytest.mark.parametrize("where", ["file_parent", "proc"])
+def test_unwritable_output_is_one_line_and_leaves_nothing(graph, where):
+    blocker = graph.parent / "a_file"
+    blocker.write_text("not a folder")
+    out = blocker / "out" if where == "file_parent" else "/proc/version/out"
+    result = run_cli(*sample_args(graph)[:-1], f"{out}/s@2")
+    assert_user_error(result, "cannot write the output", str(out))
+    assert blocker.read_text() == "not a folder"
+    assert sorted(p.name for p in graph.parent.iterdir()) == ["a_file", "graph"]
+
+
+def run_partition(*args):
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.partition", *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_partition_more_parts_than_nodes_is_one_line(graph):
+    out = graph.parent / "parts"
+    result = run_partition("--graph_schema", str(graph), "--output_dir", str(out),
+                           "--graph_name", "g", "--num_parts", "3")  # fmt: skip
+    assert_user_error(result, "--num_parts 3", "partitions 2", "fewer parts")
+    assert not (out / "g.json").exists()
+
+
+def test_partition_overwrite_never_deletes_an_input_and_drops_old_parts(graph):
+    # The input folder is named like a partition and lies in the output folder.
+    part = graph.parent / "part7"
+    graph.rename(part)
+    out = graph.parent
+    args = ["--graph_schema", str(part), "--graph_name", "g"]
+    result = run_partition(*args, "--output_dir", str(out), "--num_parts", "1", "--overwrite")
+    assert_user_error(result, "contains the input folder")
+    assert sorted(p.name for p in part.iterdir()) == [
+        "cites.csv", "graph_schema.pbtxt", "paper.csv", "spec.pbtxt",
+    ]  # fmt: skip
+    parts = graph.parent / "parts"
+    result = run_partition(*args, "--output_dir", str(parts), "--num_parts", "2")
+    assert result.returncode == 0, result.stderr
+    (parts / "user.txt").write_text("kept")
+    result = run_partition(*args, "--output_dir", str(parts), "--num_parts", "1", "--overwrite")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.relative_to(parts).as_posix() for p in parts.rglob("*") if p.is_dir()) == [
+        "node_ids", "node_ids/paper", "part0",
+    ]  # fmt: skip
+    assert (parts / "user.txt").read_text() == "kept"

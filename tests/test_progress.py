@@ -100,8 +100,6 @@ def test_stage_label_and_summary_lines():
     assert lines[0] == "nodes per subgraph (mean): paper 2.5"
     assert lines[1] == "nodes in total: paper 10"
     assert lines[2] == "edges per subgraph (mean): cites 1.5"
-    assert (
-        "bad records: 8 (bad_records/paper 5, nodes_not_in_node_set/author 1,"
-        " seeds_not_in_node_set 2)"
-    ) in lines
+    assert "bad records: 5 (paper 5)" in lines
+    assert "graph issues: 3 (nodes_not_in_node_set/author 1, seeds_not_in_node_set 2)" in lines
     assert lines[-1] == "time per stage (runner-reported): Sample/Assemble 2.5s"

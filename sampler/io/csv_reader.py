@@ -1,6 +1,10 @@
 """CSV tables: a header row, then one row per node/edge; vector cells are `;`-joined values.
 
-Blank lines are skipped; numbers are parsed with Python's `float` / `int` (see
+Blank lines are skipped. A quoted cell may hold line breaks, but broken quoting fails the read
+naming the line where the record (and its open quote) starts: a quote left open at the end of
+the file, text after a closing quote, a record spanning more than MAX_RECORD_LINES lines, or a
+multi-line record with the wrong number of cells (an unterminated quote that swallowed the rows
+after it). Numbers are parsed with Python's `float` / `int` (see
 `sampler.io.readers` for the contract and `sampler.io.writers` for the exact encoding).
 """
 
@@ -20,6 +24,7 @@ from sampler.io.read_common import BadRecord, arrow_schema, first_line, fixed_li
 
 VECTOR_SEPARATOR = ";"
 _CSV_FIELD_LIMIT = 2**31 - 1
+MAX_RECORD_LINES = 64  # a quoted cell spanning more lines than this is taken as broken quoting
 
 
 class _BadCell(Exception):
@@ -46,11 +51,11 @@ def read_csv(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
     wanted = list(schema.names)
     with open_file(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
-        records = _csv_records(path, csv.reader(text))
+        records = _csv_records(path, csv.reader(text, strict=True))
         header = next(records, None)
         if header is None:
             return
-        _, _, names = header
+        _, _, _, names = header
         positions = []
         for name in wanted:
             count = names.count(name)
@@ -60,8 +65,10 @@ def read_csv(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
                 raise UserError(f"{path}: the header has column '{name}' {count} times")
             positions.append(names.index(name))
         batch = _CsvBatch(len(wanted))
-        for row, line, cells in records:
+        for row, line, span, cells in records:
             if len(cells) != len(names):
+                if span > 1:  # an unterminated quote swallowed the lines after it
+                    raise UserError(_broken_quote(path, line, span, len(cells), len(names)))
                 reason = f"{len(cells)} cells, but the header has {len(names)} columns"
                 report(BadRecord(path, row, reason, line))
                 continue
@@ -80,9 +87,11 @@ def read_csv(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
                 yield table
 
 
-def _csv_records(path, reader) -> Iterator[tuple[int, int, list[str]]]:
-    """(data row number, line number, cells) of the non-blank CSV records; the header is row 0."""
+def _csv_records(path, reader) -> Iterator[tuple[int, int, int, list[str]]]:
+    """(data row number, first line, lines spanned, cells) of the non-blank CSV records; the
+    header is row 0. Broken quoting is a UserError naming the line the record starts on."""
     row = -1
+    end = 0  # the last line of the previous record
     while True:
         try:
             cells = next(reader)
@@ -93,11 +102,31 @@ def _csv_records(path, reader) -> Iterator[tuple[int, int, list[str]]]:
                 f"{path}: near line {reader.line_num + 1}: not UTF-8 text ({e.reason})"
             ) from e
         except csv.Error as e:
+            if reader.line_num > end + 1:
+                raise UserError(
+                    f"{path}: line {end + 1}: bad CSV quoting: the quote opened in the record "
+                    f"starting on line {end + 1} is not closed properly ({first_line(e)})"
+                ) from e
             raise UserError(f"{path}: line {reader.line_num}: bad CSV: {first_line(e)}") from e
+        start, end = end + 1, reader.line_num
         if not cells:
             continue
+        if end - start + 1 > MAX_RECORD_LINES:
+            raise UserError(
+                f"{path}: line {start}: bad CSV quoting: a quoted cell opened on line {start} "
+                f"spans {end - start + 1} lines (at most {MAX_RECORD_LINES} allowed); is a "
+                "closing quote missing?"
+            )
         row += 1
-        yield row, reader.line_num, cells
+        yield row, start, end - start + 1, cells
+
+
+def _broken_quote(path, line: int, span: int, cells: int, columns: int) -> str:
+    return (
+        f"{path}: line {line}: bad CSV quoting: a quoted cell opened on line {line} spans "
+        f"{span} lines and its record has {cells} cells, but the header has {columns} columns; "
+        "is a closing quote missing?"
+    )
 
 
 def _csv_table(path, schema, id_columns, specs, batch: _CsvBatch, report) -> pa.Table | None:

@@ -164,7 +164,7 @@ def guess_format(path: str, override: str | None = None) -> str:
         return "tfrecord"
     raise UserError(
         f"cannot tell the format of table file '{path}' from its name; "
-        "name it .csv, .tfrecord or .parquet, or give the format explicitly"
+        "name it .csv, .tfrecord or .parquet (or .tfrecords, .tfr, .pq)"
     )
 
 

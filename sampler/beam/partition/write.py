@@ -16,6 +16,7 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
+from sampler.errors import UserError
 from sampler.io.files import create_file
 from sampler.partition import classes, layout, to_parts
 from sampler.partition.graph import GraphTypes
@@ -109,7 +110,10 @@ class _Finish(beam.DoFn):
         config, types = self._config, self._types
         if sorted(written) != list(range(config.num_parts)):
             missing = sorted(set(range(config.num_parts)) - set(written))
-            raise AssertionError(f"partitions {missing} were not written")
+            raise UserError(
+                f"--num_parts {config.num_parts}: partitions {_ranges(missing)} got no node (the"
+                " graph has fewer nodes, or its node sets split unevenly); use fewer parts"
+            )
         layout.write_json(
             f"{self._out}/{config.graph_name}.json",
             layout.dgl_config(config.graph_name, types, lay, config.part_method, config.num_hops),
@@ -123,6 +127,12 @@ class _Finish(beam.DoFn):
         report = partition_report(types, lay, cut, names, counts, self._settings)
         layout.write_json(f"{self._out}/{REPORT_NAME}", report)
         yield report
+
+
+def _ranges(parts: list[int]) -> str:
+    if len(parts) > 3:
+        return f"{parts[0]}, {parts[1]}, ..., {parts[-1]} ({len(parts)} parts)"
+    return ", ".join(map(str, parts))
 
 
 def _class_part_counts(keyed) -> dict:
