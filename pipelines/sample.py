@@ -64,7 +64,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_buckets", type=int, default=32, help="Sample buckets for assembly.")
     parser.add_argument(
         "--graph_placement",
-        choices=["auto", "worker", "sharded"],
+        choices=["auto", "worker", "topology", "sharded"],
         default="auto",
         help="worker: every worker holds the whole graph and samples seeds completely (fast;"
         " the graph must fit a worker's memory). sharded: adjacency and nodes stay sharded and"
