@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import os
 import re
+import sys
 import time
 import uuid
 
@@ -30,7 +31,7 @@ from pipelines.runner import new_pipeline, output_shards, run_main, submit
 from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
 from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
-from sampler.io import graph_tables
+from sampler.io import files, graph_tables
 from sampler.sample.encode import output_schema
 from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
@@ -65,18 +66,24 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_buckets", type=int, default=32, help="Sample buckets for assembly.")
     parser.add_argument(
         "--graph_placement",
-        choices=["auto", "worker", "sharded"],
+        choices=["auto", "worker", "topology", "sharded"],
         default="auto",
-        help="worker: every worker holds the whole graph and samples seeds completely (fast;"
-        " the graph must fit a worker's memory). sharded: adjacency and nodes stay sharded and"
-        " frontiers are joined to them hop by hop (any graph size). auto: worker when the"
-        " input tables total at most --worker_graph_limit_mb.",
+        help="worker: every worker holds the whole graph and samples seeds completely (fastest;"
+        " the graph must fit a worker). topology: every worker holds the graph without node"
+        " features, samples the same way, and the sampled nodes' features are joined once by"
+        " node shard (the topology must fit). sharded: adjacency and nodes stay sharded and"
+        " frontiers are joined to them hop by hop (any size, slowest). auto: the first that fits"
+        " --worker_memory_mb. All give identical records.",
     )
     parser.add_argument(
+        "--worker_memory_mb",
         "--worker_graph_limit_mb",
+        dest="worker_memory_mb",
         type=float,
         default=4096,
-        help="Input size (MB of table files) up to which --graph_placement=auto picks worker.",
+        help="Memory budget of one worker process for --graph_placement=auto, compared with the"
+        " input table sizes (MB of files): worker if the whole graph fits, else topology if the"
+        " tables without node features fit, else sharded. (--worker_graph_limit_mb: old name.)",
     )
     parser.add_argument(
         "--progress_interval",
@@ -121,7 +128,7 @@ class SampleConfig:
     num_shards: int
     num_buckets: int
     graph_placement: str
-    worker_graph_limit_mb: float
+    worker_memory_mb: float
     progress_interval: float
     max_bad_records: int
     overwrite: bool
@@ -204,11 +211,48 @@ def check_output(graph, args: SampleConfig) -> None:
 
 
 def placement(graph, args: SampleConfig) -> str:
-    """'worker' or 'sharded': both give identical records; they differ in speed and scale."""
+    """'worker', 'topology' or 'sharded': identical records, different speed and scale.
+
+    auto prints one line saying which it picked and why.
+    """
     if args.graph_placement != "auto":
         return args.graph_placement
-    size_mb = graph_tables.total_bytes(graph) / 2**20
-    return "worker" if size_mb <= args.worker_graph_limit_mb else "sharded"
+    whole, topology = (size / 2**20 for size in graph_size_estimates(graph))
+    budget = args.worker_memory_mb
+    if whole <= budget:
+        picked, why = "worker", f"the whole graph (~{whole:,.0f} MB of tables) fits"
+    elif topology <= budget:
+        picked = "topology"
+        why = f"the graph (~{whole:,.0f} MB) does not fit, its topology (~{topology:,.0f} MB) does"
+    else:
+        picked = "sharded"
+        why = f"not even the topology (~{topology:,.0f} MB of ~{whole:,.0f} MB) fits"
+    print(
+        f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}",
+        file=sys.stderr,
+    )
+    return picked
+
+
+ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file
+
+
+def graph_size_estimates(graph) -> tuple[int, int]:
+    """(whole graph, graph without node features) in bytes, from the table files' sizes.
+
+    A node table's feature share is estimated from the schema: row bytes ~ id + feature values.
+    """
+    whole = graph_tables.total_bytes(graph)
+    features = 0
+    for info in graph.node_sets.values():
+        if not info.filename or not info.features:
+            continue
+        width = sum(
+            spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
+        )
+        size = sum(files.file_size(p) for p in files.expand_files(info.filename))
+        features += int(size * width / (width + ID_BYTES))
+    return whole, whole - features
 
 
 def write_output_schema(graph, output_dir: str) -> str:

@@ -35,6 +35,7 @@ SYSTEMS = {
     "ours": "edge",
     "ours_node": "node",
     "ours_sharded": "edge",
+    "ours_topology": "edge",
     "inmemory": "edge",
     "tfgnn_v1_edge": "edge",
     "tfgnn_v1_node": "node",
@@ -47,11 +48,12 @@ def command(system: str, graph_dir: str, out_dir: str, seeds: str | None) -> lis
     spec = os.path.join(graph_dir, "sampling_spec.pbtxt")
     seed_flags = ["--input_seeds", seeds] if seeds else []
     common = ["--graph_schema", schema, "--sampling_spec", spec, *seed_flags]
-    if system in ("ours", "ours_node", "ours_sharded", "inmemory"):
+    if system in ("ours", "ours_node", "ours_sharded", "ours_topology", "inmemory"):
         extra = {
             "ours": [],
             "ours_node": ["--edge_aggregation_method", "node"],
             "ours_sharded": ["--graph_placement", "sharded"],
+            "ours_topology": ["--graph_placement", "topology"],
             "inmemory": ["--runner", "InMemory"],
         }[system]
         out = os.path.join(out_dir, "samples@4")

@@ -22,7 +22,9 @@ def mag(tmp_path_factory):
     return schema, spec
 
 
-@pytest.mark.parametrize(("placement", "aggregation"), [("worker", "node"), ("sharded", "edge")])
+@pytest.mark.parametrize(
+    ("placement", "aggregation"), [("worker", "node"), ("topology", "node"), ("sharded", "edge")]
+)
 def test_sample_graph_tensors_equals_in_memory_oracle(mag, placement, aggregation):
     schema, spec = mag
     expected = oracle_records(schema, spec, aggregation, seed=5)

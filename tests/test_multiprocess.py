@@ -81,6 +81,8 @@ def sdk_worker_processes_during(fn) -> set[int]:
         ("sharded", "weighted", "edge", True),
         ("worker", "weighted", "node", True),
         ("worker", "mag", "edge", False),
+        ("topology", "weighted", "node", True),
+        ("topology", "mag", "edge", False),
     ],
 )
 def test_sample_on_two_worker_processes_equals_the_oracle(

@@ -26,7 +26,7 @@ def mag(tmp_path_factory):
     return graph, schema, spec, root
 
 
-@pytest.mark.parametrize("placement", ["worker", "sharded"])
+@pytest.mark.parametrize("placement", ["worker", "topology", "sharded"])
 @pytest.mark.parametrize("aggregation", ["edge", "node"])
 def test_pipeline_equals_in_memory_oracle(mag, aggregation, placement):
     _, schema, spec, root = mag
@@ -118,7 +118,7 @@ def test_input_seeds_duplicates_give_one_subgraph_each(mag, tmp_path):
     assert sorted(records) == sorted(expected)
 
 
-@pytest.mark.parametrize("placement", ["worker", "sharded"])
+@pytest.mark.parametrize("placement", ["worker", "topology", "sharded"])
 def test_edges_with_a_missing_endpoint_are_dropped_the_same_way(tmp_path, placement):
     graph = tmp_path / "graph"  # the output goes beside the input folder, not inside
     graph.mkdir()

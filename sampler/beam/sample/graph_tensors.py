@@ -20,11 +20,12 @@ from sampler.beam.read import ReadGraph, ReadSeedIds
 from sampler.beam.sample.on_workers import SampleOnWorkers
 from sampler.beam.sample.seeds import SeedsFromIds, SeedsFromNodeTable
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
+from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
 
-PLACEMENTS = ("worker", "sharded")
+PLACEMENTS = ("worker", "topology", "sharded")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +33,7 @@ class SamplingOptions:
     """How to sample; none of these changes the records except `randomness`."""
 
     randomness: Randomness = Randomness()
-    placement: str = "worker"  # 'worker' or 'sharded': same records, different scale
+    placement: str = "worker"  # 'worker', 'topology' or 'sharded': same records, different scale
     input_seeds: str | None = None  # table whose #id column lists the seeds; None: every node
     num_shards: int = 32
     num_buckets: int = 32
@@ -79,6 +80,14 @@ def sample_graph_tensors(
     if options.placement == "worker":
         sample = SampleOnWorkers(
             graph, plan, randomness=options.randomness, num_buckets=options.num_buckets
+        )
+    elif options.placement == "topology":
+        sample = SampleTopologyOnWorkers(
+            graph,
+            plan,
+            randomness=options.randomness,
+            num_shards=options.num_shards,
+            num_buckets=options.num_buckets,
         )
     else:
         sample = SampleSubgraphs(

@@ -29,6 +29,7 @@ from sampler.sample.encode import encode_specs
 from sampler.sample.in_memory import sample_in_memory
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
+from sampler.sample.topology import without_features
 from sampler.schema import GraphInfo
 
 
@@ -36,10 +37,13 @@ class _GraphOnWorker:
     """The whole graph in one worker's memory, built once per process from the shards."""
 
     def __init__(self, graph: GraphInfo, adjacency: dict, tables: dict):
-        nodes = {
-            name: merge_node_tables(list(tables[name]), info.features)
-            for name, info in graph.node_sets.items()
-        }
+        nodes = {}
+        for name, info in graph.node_sets.items():
+            shards = list(tables[name])
+            # The `topology` placement's tables come without their feature columns.
+            present = shards[0].rows.features if shards else info.features
+            specs = {f: spec for f, spec in info.features.items() if f in present}
+            nodes[name] = merge_node_tables(shards, specs)
         merged = {
             name: merge_adjacency(list(adjacency[name]), info.features)
             for name, info in graph.edge_sets.items()
@@ -97,6 +101,12 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._graph.schema)
 
         def process(self, bucket_parts, *side):
+            bucket, subgraphs, counters = self.sample(bucket_parts, side)
+            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            self._sizes.flush(counters)
+
+        def sample(self, bucket_parts, side):
+            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
             bucket, parts = bucket_parts
             edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
             adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
@@ -116,8 +126,7 @@ class SampleOnWorkers(beam.PTransform):
                 counters,
                 self._chunk_size,
             )
-            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
-            self._sizes.flush(counters)
+            return bucket, subgraphs, counters
 
     class _GraphFacts(beam.DoFn):
         """Once per run: edges with a missing end (dropped), self-loops and parallel edges."""
@@ -146,28 +155,54 @@ class SampleOnWorkers(beam.PTransform):
             return []
 
     def expand(self, inputs: SamplingInputs):
-        seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
-        graph = self._graph
-        side = [
-            beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
-            for name in graph.edge_sets
-        ]
-        side += [
-            beam.pvalue.AsIter(tables[name] | f"TableValues/{name}" >> beam.Values())
-            for name in graph.node_sets
-        ]
         handle, tag = shared.Shared(), uuid.uuid4().hex
-        fn = self._SampleBucket(graph, self._plan, self._randomness, self._chunk_size, handle, tag)
-        _ = (
-            seeds.pipeline
-            | "Once" >> beam.Create([None])
-            | "GraphFacts" >> beam.ParDo(self._GraphFacts(graph, handle, tag), *side)
+        fn = self._SampleBucket(
+            self._graph, self._plan, self._randomness, self._chunk_size, handle, tag
         )
-        return (
-            seeds
-            | "SeedValues" >> beam.Values()
-            | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", self._num_buckets))
-            | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
-            | "Group" >> beam.GroupByKey()
-            | "SampleBuckets" >> beam.ParDo(fn, *side)
-        )
+        return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
+
+
+def _strip(table):
+    return without_features(table)
+
+
+def sample_buckets(
+    graph: GraphInfo,
+    inputs: SamplingInputs,
+    fn: beam.DoFn,
+    num_buckets: int,
+    handle,
+    tag: str,
+    topology: bool = False,
+    tags: tuple[str, ...] | None = None,
+):
+    """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts).
+
+    With `topology`, the node tables reach the workers without their feature columns; with
+    `tags`, fn's tagged outputs come back too (main output `subgraphs`).
+    """
+    seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
+    side = [
+        beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
+        for name in graph.edge_sets
+    ]
+    for name in graph.node_sets:
+        values = tables[name] | f"TableValues/{name}" >> beam.Values()
+        if topology:
+            values = values | f"Topology/{name}" >> beam.Map(_strip)
+        side.append(beam.pvalue.AsIter(values))
+    pardo = beam.ParDo(fn, *side)
+    _ = (
+        seeds.pipeline
+        | "Once" >> beam.Create([None])
+        | "GraphFacts" >> beam.ParDo(SampleOnWorkers._GraphFacts(graph, handle, tag), *side)
+    )
+    return (
+        seeds
+        | "SeedValues" >> beam.Values()
+        | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
+        | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
+        | "Group" >> beam.GroupByKey()
+        | "SampleBuckets"
+        >> (pardo if tags is None else pardo.with_outputs(*tags, main="subgraphs"))
+    )

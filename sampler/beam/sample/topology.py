@@ -1,0 +1,166 @@
+"""The `topology` placement: workers hold the graph without node features; features move once.
+
+  Seeds              (bucket, [Seeds])          grouped like the `worker` placement
+  SampleBuckets      topology on every worker   -> (part, [Subgraph without node features])
+                                                   and per featured node set
+                                                   (shard, (part, sorted unique fps))
+  Features/<set>     requests x (shard, NodeTable)  -> (part, (set, FeatureRows))
+  Fill               (part, pieces)             -> (bucket, chunk, [serialized tf.Example])
+
+A part is (bucket, chunk): the subgraphs of one chunk of one bucket, in the order the
+`worker` placement encodes them, so the records and their batches are the same.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.utils import shared
+
+from sampler import shards
+from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
+from sampler.beam.sample.sharded import NAMESPACE, RecordBatch, SamplingInputs, _one
+from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.plan import SamplingPlan
+from sampler.sample.randomness import Randomness
+from sampler.sample.topology import FeatureRows, feature_requests, fill_features, lookup_features
+from sampler.schema import GraphInfo
+
+SUBGRAPHS, FEATURES = "subgraphs", "features"
+
+
+def featured_sets(graph: GraphInfo) -> list[str]:
+    """The node sets whose features are joined after sampling."""
+    return [name for name, info in graph.node_sets.items() if info.features]
+
+
+class _SampleTopology(SampleOnWorkers._SampleBucket):
+    """A bucket of seeds -> (part, subgraphs) and tagged (shard, (part, fps)) per featured set."""
+
+    def __init__(self, *args, num_shards: int, batch: int = 512):
+        super().__init__(*args)
+        self._num_shards = num_shards
+        self._batch = batch
+
+    def process(self, bucket_parts, *side):
+        bucket, subgraphs, counters = self.sample(bucket_parts, side)
+        sets = featured_sets(self._graph)
+        chunk, pending = 0, []
+        for subgraph in subgraphs:
+            self._sizes.add(subgraph)
+            pending.append(subgraph)
+            if len(pending) == self._batch:
+                yield from self._emit((bucket, chunk), pending, sets)
+                chunk, pending = chunk + 1, []
+        if pending:
+            yield from self._emit((bucket, chunk), pending, sets)
+        self._sizes.flush(counters)
+
+    def _emit(self, part, subgraphs, sets):
+        yield part, subgraphs
+        for name, fps in feature_requests(subgraphs, sets).items():
+            for shard, index in shards.by_shard(fps, self._num_shards):
+                yield beam.pvalue.TaggedOutput(name, (shard, (part, fps[index])))
+
+
+class _LookupFeatures(beam.DoFn):
+    """(shard, {requests, table}) -> (part, (set, FeatureRows)) for each part's request."""
+
+    def __init__(self, node_set: str):
+        self._node_set = node_set
+        self._missing = Metrics.counter(NAMESPACE, f"nodes_not_in_node_set/{node_set}")
+
+    def process(self, shard_groups):
+        _, groups = shard_groups
+        table = _one(groups["table"], "node table")
+        for part, fps in groups["requests"]:
+            if table is None:
+                self._missing.inc(len(fps))
+                continue
+            rows, missing = lookup_features(table, fps)
+            self._missing.inc(missing)
+            yield part, (self._node_set, rows)
+
+
+class _Fill(beam.DoFn):
+    """(part, [subgraphs, (set, FeatureRows)...]) -> (bucket, chunk, [serialized tf.Example])."""
+
+    def __init__(self, graph: GraphInfo):
+        self._graph = graph
+        self._specs = None
+
+    def setup(self):
+        self._specs = encode_specs(self._graph.schema)
+
+    def process(self, part_pieces):
+        (bucket, chunk), pieces = part_pieces
+        subgraphs, rows = [], {}
+        for kind, piece in pieces:
+            if kind == SUBGRAPHS:
+                subgraphs.extend(piece)
+            else:
+                rows.setdefault(piece[0], []).append(piece[1])
+        specs = {name: self._graph.node_sets[name].features for name in featured_sets(self._graph)}
+        joined = {name: FeatureRows.concat(parts) for name, parts in rows.items()}
+        filled = fill_features(subgraphs, joined, specs)
+        yield bucket, chunk, [encode_subgraph(s, self._specs) for s in filled]
+
+
+def _tagged(kind):
+    return lambda part, piece: (part, (kind, piece))
+
+
+@beam.typehints.with_output_types(RecordBatch)
+class SampleTopologyOnWorkers(beam.PTransform):
+    """SamplingInputs -> RecordBatch: sample on the topology, then join node features once."""
+
+    def __init__(
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        *,
+        randomness: Randomness,
+        num_shards: int,
+        num_buckets: int,
+        chunk_size: int = 512,
+    ):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._randomness = randomness
+        self._num_shards = num_shards
+        self._num_buckets = num_buckets
+        self._chunk_size = chunk_size
+
+    def expand(self, inputs: SamplingInputs):
+        graph = self._graph
+        sets = featured_sets(graph)
+        handle, tag = shared.Shared(), uuid.uuid4().hex
+        fn = _SampleTopology(
+            graph,
+            self._plan,
+            self._randomness,
+            self._chunk_size,
+            handle,
+            tag,
+            num_shards=self._num_shards,
+        )
+        sampled = sample_buckets(
+            graph, inputs, fn, self._num_buckets, handle, tag, topology=True, tags=tuple(sets)
+        )
+        pieces = [sampled[SUBGRAPHS] | "TagSubgraphs" >> beam.MapTuple(_tagged(SUBGRAPHS))]
+        for name in sets:
+            rows = (
+                {"requests": sampled[name], "table": inputs.tables[name]}
+                | f"Features/{name}/Join" >> beam.CoGroupByKey()
+                | f"Features/{name}/Lookup" >> beam.ParDo(_LookupFeatures(name))
+            )
+            pieces.append(rows | f"Features/{name}/Tag" >> beam.MapTuple(_tagged(FEATURES)))
+        return (
+            pieces
+            | "Pieces" >> beam.Flatten()
+            | "ByPart" >> beam.GroupByKey()
+            | "Fill" >> beam.ParDo(_Fill(graph))
+        )

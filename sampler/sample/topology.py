@@ -1,0 +1,91 @@
+"""The `topology` placement's kernels: sample without node features, join them in once.
+
+Workers hold only the topology (node fingerprints and ids, adjacency); the subgraphs they
+sample (with the dense kernels, `sampler.sample.dense`) lack the node features of the sets
+that have any. `feature_requests` lists the nodes of a chunk of subgraphs whose features are
+needed (each node once per chunk), `lookup_features` finds them in a node table shard, and
+`fill_features` puts them back, giving the subgraphs the other placements sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pyarrow as pa
+
+from sampler import ids
+from sampler.arrays import sorted_unique
+from sampler.batches import NodeBatch, concat_features
+from sampler.features import FeatureSpec
+from sampler.node_table import NodeTable
+from sampler.sample.subgraph import NodeSetRows, Subgraph
+
+
+def without_features(table: NodeTable) -> NodeTable:
+    """The table's topology: fingerprints and ids, no feature columns."""
+    return NodeTable(NodeBatch(table.rows.fp, table.rows.ids, {}), table.duplicates)
+
+
+def _fps(node_ids: np.ndarray) -> np.ndarray:
+    return ids.fingerprint(pa.array(list(node_ids), type=pa.binary()))
+
+
+def feature_requests(subgraphs: list[Subgraph], node_sets: list[str]) -> dict[str, np.ndarray]:
+    """Node set -> sorted unique fingerprints of its nodes in `subgraphs` (sets with nodes)."""
+    out = {}
+    for name in node_sets:
+        parts = [_fps(s.node_sets[name].ids) for s in subgraphs if name in s.node_sets]
+        fps = sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+        if len(fps):
+            out[name] = fps
+    return out
+
+
+@dataclasses.dataclass
+class FeatureRows:
+    """Feature rows of some nodes of one node set, sorted by fingerprint."""
+
+    fp: np.ndarray  # uint64, sorted
+    features: dict[str, np.ndarray]
+
+    @classmethod
+    def concat(cls, parts: list[FeatureRows]) -> FeatureRows:
+        fp = np.concatenate([p.fp for p in parts])
+        order = np.argsort(fp, kind="stable")
+        names = parts[0].features
+        return cls(
+            fp[order], {f: np.concatenate([p.features[f] for p in parts])[order] for f in names}
+        )
+
+
+def lookup_features(table: NodeTable, fps: np.ndarray) -> tuple[FeatureRows, int]:
+    """The feature rows of `fps` found in `table`, and how many were not found."""
+    index, found = table.lookup(fps)
+    index = index[found]
+    rows = FeatureRows(fps[found], {f: col[index] for f, col in table.rows.features.items()})
+    return rows, int((~found).sum())
+
+
+def fill_features(
+    subgraphs: list[Subgraph],
+    rows: dict[str, FeatureRows],
+    specs: dict[str, dict[str, FeatureSpec]],
+) -> list[Subgraph]:
+    """The subgraphs with the features of every node set in `specs` filled in from `rows`."""
+    rows = {
+        name: rows.get(name) or FeatureRows(np.zeros(0, np.uint64), concat_features([], spec))
+        for name, spec in specs.items()
+    }
+    out = []
+    for subgraph in subgraphs:
+        node_sets = dict(subgraph.node_sets)
+        for name, table in rows.items():
+            if name not in node_sets:
+                continue
+            node_ids = node_sets[name].ids
+            pos = np.searchsorted(table.fp, _fps(node_ids))
+            features = {f: col[pos] for f, col in table.features.items()}
+            node_sets[name] = NodeSetRows(node_ids, features)
+        out.append(dataclasses.replace(subgraph, node_sets=node_sets))
+    return out
