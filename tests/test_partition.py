@@ -457,12 +457,14 @@ def mag(tmp_path_factory):
 
 def folder_bytes(folder: Path) -> dict[str, bytes]:
     """Every file of a partition folder except the id tables (their file count follows
-    --num_shards; their content is checked in test_partition_dgl.py) and run_summary.json
-    (flags and wall time; checked in test_accounting.py)."""
+    --num_shards; their content is checked in test_partition_dgl.py), run_summary.json
+    (flags and wall time; checked in test_accounting.py) and the manifest (it lists the id
+    tables; checked in test_cli_errors.py)."""
     out = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if path.is_file() and not rel.startswith("node_ids/") and rel != "run_summary.json":
+        run_record = rel in ("run_summary.json", ".beam_graph_manifest.json")
+        if path.is_file() and not rel.startswith("node_ids/") and not run_record:
             out[rel] = path.read_bytes()
     return out
 

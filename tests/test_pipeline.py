@@ -53,7 +53,12 @@ def test_output_parses_with_tfgnn_and_schema_is_written(mag):
     _, schema, spec, root = mag
     out = root / "out_parse"
     run_pipeline(schema, spec, f"{out}/samples.tfrecord")
-    assert sorted(os.listdir(out)) == ["run_summary.json", "samples.tfrecord", "schema.pbtxt"]
+    assert sorted(os.listdir(out)) == [
+        ".beam_graph_manifest.json",
+        "run_summary.json",
+        "samples.tfrecord",
+        "schema.pbtxt",
+    ]
     records = read_records(f"{out}/samples.tfrecord")
     out_schema = tfgnn.read_schema(str(out / "schema.pbtxt"))
     graph_spec = tfgnn.create_graph_spec_from_schema_pb(out_schema)
