@@ -18,22 +18,22 @@ _NARROW = (np.int8, np.int16, np.int32)
 
 
 def narrow(a):
-    """`a` (an int64 array) in the smallest signed integer dtype holding its values; anything
-    else unchanged. Must be undone by `widen`."""
+    """`a` (an int64 array) as a 1-tuple of it in the smallest signed integer dtype holding its
+    values; anything else unchanged. Undone by `widen`."""
     if not isinstance(a, np.ndarray) or a.dtype != np.int64 or a.size == 0:
         return a
     lo, hi = int(a.min()), int(a.max())
     for dtype in _NARROW:
         info = np.iinfo(dtype)
         if info.min <= lo and hi <= info.max:
-            return a.astype(dtype)
+            return (a.astype(dtype),)
     return a
 
 
 def widen(a):
-    """The int64 array `narrow` made `a` from (only narrowed dtypes are widened)."""
-    if isinstance(a, np.ndarray) and a.dtype in _NARROW:
-        return a.astype(np.int64)
+    """The int64 array `narrow` made `a` from; anything else (never narrowed) unchanged."""
+    if type(a) is tuple:
+        return a[0].astype(np.int64)
     return a
 
 
@@ -43,8 +43,9 @@ def narrow_offsets(offsets):
 
 
 def widen_offsets(degrees):
+    degrees = widen(degrees)
     out = np.zeros(len(degrees) + 1, dtype=np.int64)
-    np.cumsum(widen(degrees), out=out[1:])
+    np.cumsum(degrees, out=out[1:])
     return out
 
 
