@@ -61,3 +61,42 @@ def test_lookup_in_a_node_index():
     ids, found = index.lookup(np.array([8, 4, 20], np.uint64))
     assert found.tolist() == [True, False, True]
     assert ids[found].tolist() == [101, 102]
+
+
+def test_compact_pickling_round_trips_int64():
+    import pickle
+
+    from sampler.partition import clustering as cl
+    from sampler.partition.compact import CompactTuple
+    from sampler.partition.label_propagation import LPShard
+
+    rng = np.random.default_rng(0)
+    big = np.array([-1, 2**40], np.int64)
+    state = LPShard(
+        3, 100, rng.integers(0, 4, 50), rng.integers(0, 3, 50), rng.integers(0, 900, 50),
+        np.r_[0, np.cumsum(rng.integers(0, 5, 50))], rng.integers(0, 64, 0), big, None,
+        np.full(50, -1, np.int64),
+    )  # fmt: skip
+    back = pickle.loads(pickle.dumps(cl.ClusterShard(state, big.copy())))
+    for name in ("parts", "classes", "in_degree", "offsets", "nbr_key", "nbr_row", "gain"):
+        a, b = getattr(state, name), getattr(back.lp, name)
+        assert b.dtype == np.int64 and np.array_equal(a, b), name
+    assert back.lp.target is None and back.lp.key == 3 and back.lp.gid_start == 100
+    assert np.array_equal(back.labels, big)
+    message = pickle.loads(pickle.dumps(CompactTuple((np.arange(5), np.ones((5, 2)), 7))))
+    assert type(message) is tuple and message[0].dtype == np.int64 and message[2] == 7
+    assert message[1].dtype == np.float64
+
+
+def test_sum_pairs_matches_lexsort():
+    from sampler.partition.clustering import _sum_pairs
+
+    rng = np.random.default_rng(1)
+    a, b, w = rng.integers(0, 50, 2000), rng.integers(0, 10**9, 2000), rng.integers(1, 4, 2000)
+    b[::3] = b[1::3][: len(b[::3])]
+    order = np.lexsort((b, a))
+    sa, sb, sw = a[order], b[order], w[order]
+    first = np.flatnonzero(np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])])
+    want = sa[first], sb[first], np.add.reduceat(sw, first)
+    for got, expected in zip(_sum_pairs(a, b, w), want, strict=True):
+        assert np.array_equal(got, expected)

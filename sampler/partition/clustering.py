@@ -33,6 +33,7 @@ import numpy as np
 
 from sampler import ids
 from sampler.partition import assign, label_propagation
+from sampler.partition.compact import narrow, widen
 from sampler.partition.sparse import SparseCounts
 
 CLUSTER_MOVE_PROBABILITY = 0.5  # a node may change cluster in a round with this probability
@@ -73,6 +74,14 @@ class ClusterShard:
     labels: np.ndarray  # int64
     target: np.ndarray | None = None  # int64 label proposed this round, or -1
 
+    def __reduce__(self):
+        # Pickled (between Beam stages) with its arrays narrowed: see compact.py.
+        return _cluster_shard, (self.lp, narrow(self.labels), narrow(self.target))
+
+
+def _cluster_shard(lp, labels, target):
+    return ClusterShard(lp, widen(labels), widen(target))
+
 
 def start_clusters(state: label_propagation.LPShard) -> ClusterShard:
     return ClusterShard(state, state.gids().astype(np.int64))
@@ -82,6 +91,16 @@ def _sum_pairs(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> tuple[np.ndarray,
     """Distinct (a, b) pairs, sorted by a then b, with the sum of w over each."""
     if len(a) == 0:
         return a.astype(np.int64), b.astype(np.int64), w.astype(np.int64)
+    span = int(b.max()) + 1
+    if a.min() >= 0 and b.min() >= 0 and int(a.max()) < np.iinfo(np.int64).max // span - 1:
+        # One int64 key sorts like (a, b); the sums are of integers, so order within a
+        # pair does not matter and an unstable sort gives the same result as lexsort.
+        code = a.astype(np.int64) * span + b
+        order = np.argsort(code)
+        code = code[order]
+        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        pair = code[first]
+        return pair // span, pair % span, np.add.reduceat(w[order], first)
     order = np.lexsort((b, a))
     a, b, w = a[order], b[order], w[order]
     first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])

@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
+from sampler.partition.compact import narrow, narrow_offsets, widen, widen_offsets
 from sampler.partition.sparse import SparseCounts
 
 _SALT_MOVE = np.uint64(0x4C504D4F5645)  # "LPMOVE"
@@ -49,6 +50,25 @@ class LPShard:
 
     def gids(self) -> np.ndarray:
         return (self.gid_start + np.arange(len(self.parts))).astype(np.uint64)
+
+    def __reduce__(self):
+        # Pickled (between Beam stages) with its arrays narrowed: see compact.py.
+        arrays = (self.parts, self.classes, self.in_degree)
+        rest = (self.nbr_key, self.nbr_row, self.target, self.gain)
+        return _lp_shard, (
+            self.key,
+            self.gid_start,
+            *(narrow(a) for a in arrays),
+            narrow_offsets(self.offsets),
+            *(narrow(a) for a in rest),
+        )
+
+
+def _lp_shard(key, gid_start, parts, classes, in_degree, degrees, nbr_key, nbr_row, target, gain):
+    return LPShard(
+        key, gid_start, widen(parts), widen(classes), widen(in_degree), widen_offsets(degrees),
+        widen(nbr_key), widen(nbr_row), widen(target), widen(gain),
+    )  # fmt: skip
 
 
 def build_lp_adjacency(

@@ -18,6 +18,7 @@ from apache_beam.metrics import Metrics
 
 from sampler.beam.partition.combiners import Fold, MergeCounts, add
 from sampler.partition import clustering, label_propagation
+from sampler.partition.compact import CompactTuple
 
 NAMESPACE = "partition"
 
@@ -44,7 +45,7 @@ class _Send(beam.DoFn):
         key, state = keyed
         yield beam.pvalue.TaggedOutput("state", (key, state))
         for target, *message in self._messages(state):
-            yield target, tuple(message)
+            yield target, CompactTuple(message)
 
 
 def _gather(sent, label: str):
@@ -101,7 +102,7 @@ def _as_arrays(table):
 
 
 def _keyed_pieces(pieces):
-    return [(bucket, (labels, sums)) for bucket, labels, sums in pieces]
+    return [(bucket, CompactTuple((labels, sums))) for bucket, labels, sums in pieces]
 
 
 class _BucketSums(beam.PTransform):

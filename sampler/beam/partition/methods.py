@@ -18,6 +18,7 @@ from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
 from sampler.partition import assign, label_propagation, random_deal
+from sampler.partition.compact import CompactTuple
 from sampler.partition.graph import EdgeShard, GraphTypes
 
 
@@ -183,17 +184,10 @@ class LabelPropagation(beam.PTransform):
             keep = ~((src_key == dst_key) & (src_row == dst_row))
             if not keep.any():
                 return
-            yield (
-                int(src_key[0]),
-                (
-                    src_row[keep],
-                    dst_key[keep],
-                    dst_row[keep],
-                ),
-            )
+            yield int(src_key[0]), CompactTuple((src_row[keep], dst_key[keep], dst_row[keep]))
             for key in np.unique(dst_key[keep]):
                 rows = keep & (dst_key == key)
-                yield int(key), (dst_row[rows], src_key[rows], src_row[rows])
+                yield int(key), CompactTuple((dst_row[rows], src_key[rows], src_row[rows]))
 
     class _Init(beam.DoFn):
         def __init__(self, num_shards: int):
@@ -228,7 +222,7 @@ class LabelPropagation(beam.PTransform):
             key, state = keyed
             yield beam.pvalue.TaggedOutput("state", (key, state))
             for target, rows, part_count in label_propagation.lp_messages(state, self._parts):
-                yield target, (rows, part_count)
+                yield target, CompactTuple((rows, part_count))
 
     class _Propose(beam.DoFn):
         def __init__(self, config: PartitionConfig, round_: int):
