@@ -110,6 +110,41 @@ def user_error_message(error: BaseException) -> str | None:
     return match.group("message") if match else None
 
 
+LOGIN_HINT = (
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+    "to a service account key file"
+)
+
+
+def needs_gcp(argv: list[str]) -> bool:
+    """Whether a command line touches Google Cloud: a gs:// path or the DataflowRunner."""
+    joined = " ".join(argv)
+    return "gs://" in joined or re.search(r"--runner[= ]DataflowRunner\b", joined) is not None
+
+
+def check_gcp_credentials(argv: list[str]) -> None:
+    """Stops at once, with how to log in, when `argv` needs Google Cloud and no credentials
+    are found; else Beam's GCS client would retry for minutes with tracebacks.
+
+    google.auth looks at GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default
+    credentials file, then the GCE metadata server (a few seconds at most, offline).
+    """
+    if not needs_gcp(argv):
+        return
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+    except ImportError:  # no GCP support installed: Beam reports that itself
+        return
+    try:
+        google.auth.default()
+    except DefaultCredentialsError as e:
+        reason = str(e).split(". ")[0].rstrip(".") or "not found"
+        raise UserError(
+            f"no Google Cloud credentials for gs:// or Dataflow ({reason}): {LOGIN_HINT}"
+        ) from None
+
+
 # Where local SDK workers' logs arrive: multi-process workers send every record, with its
 # stack trace, through the job service's logger; in-process workers log under runners.worker.
 WORKER_LOGGERS = (
@@ -146,8 +181,10 @@ def run_main(main_fn, argv=None) -> int:
     failed = True
     if os.path.exists(log_path):
         os.remove(log_path)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        main_fn(sys.argv[1:] if argv is None else argv)
+        check_gcp_credentials(argv)
+        main_fn(argv)
         failed = False
     except Exception as e:  # noqa: BLE001 - user errors become one line, the rest re-raise
         message = user_error_message(e)
