@@ -62,6 +62,9 @@ def choose(
         rows_a, pos_a = expand_ranges(start[small], degree[small])
         rows_a = np.flatnonzero(small)[rows_a]
         big = np.flatnonzero(~small)
+        if not len(big):  # sample_size at or above every degree: no draws, whatever k is
+            return rows_a, pos_a
+        # Rows in `big` have degree > k, so Floyd's k steps cost what is sampled.
         picks = _floyd(stream[big], degree[big], k) + start[big][:, None]
         return np.concatenate([rows_a, np.repeat(big, k)]), np.concatenate([pos_a, picks.ravel()])
     rows, positions = expand_ranges(start, degree)
