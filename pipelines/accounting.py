@@ -255,6 +255,28 @@ def check_bad_records(counters: dict[str, int], limit: int, output_dir: str) -> 
         raise too_many_bad_records(total, limit, first_bad_records(output_dir), where)
 
 
+def check_shuffle(counters: dict[str, int]) -> None:
+    """UserError when rows sent to the per-sample buckets did not all arrive there.
+
+    Seen with Beam 2.77's local multi-process runner at scale (the sharded placement lost
+    grouped node rows): better a failed run than subgraphs that silently miss nodes.
+    """
+    lost = []
+    for name, sent in sorted(counters.items()):
+        if name.startswith("shuffle_rows_sent/"):
+            kind = name.split("/", 1)[1]
+            received = counters.get(f"shuffle_rows_received/{kind}", 0)
+            if received != sent:
+                lost.append(f"{kind} {sent - received:,} of {sent:,}")
+    if lost:
+        raise UserError(
+            "the runner lost rows between the sampling stages and their buckets ("
+            + ", ".join(lost)
+            + "); nothing written is complete. With --direct_running_mode=multi_processing,"
+            " run with --direct_num_workers=1 or --graph_placement worker/topology"
+        )
+
+
 def summary(argv, args, counters: dict[str, int], seconds: float, **sections) -> dict:
     """The common part of run_summary.json; `sections` are added as they are."""
     return {

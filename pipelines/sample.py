@@ -314,6 +314,7 @@ def main_body(argv) -> None:
         accounting.remove_leftovers(job.output_dir, TEMP_OUTPUTS)
     counters = counters_of(result)
     accounting.check_bad_records(counters, config.max_bad_records, job.output_dir)
+    accounting.check_shuffle(counters)
     issues = accounting.graph_issues(job.graph, counters)
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir)

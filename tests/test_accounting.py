@@ -6,8 +6,11 @@ import json
 
 import pytest
 
+from pipelines import accounting
 from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
+from sampler.errors import UserError
+from sampler.tools import synthetic
 from tests.pipeline_helpers import read_records, run_pipeline
 
 SCHEMA = """
@@ -169,3 +172,33 @@ def test_output_checks_come_before_the_pipeline(dirty, tmp_path, capsys):
     assert sample_cli.main(seeds_argv) == 2
     assert "inside the input folder" in capsys.readouterr().err
     assert not (dirty / "sub").exists()
+
+
+def test_rows_lost_between_the_stages_and_their_buckets_fail_the_run():
+    counters = {
+        "shuffle_rows_sent/nodes": 545_000,
+        "shuffle_rows_received/nodes": 284_000,
+        "shuffle_rows_sent/seeds": 3_000,
+        "shuffle_rows_received/seeds": 3_000,
+    }
+    with pytest.raises(UserError, match="lost rows .*nodes 261,000 of 545,000"):
+        accounting.check_shuffle(counters)
+    counters["shuffle_rows_received/nodes"] = 545_000
+    accounting.check_shuffle(counters)  # all arrived: no error
+
+
+def test_every_sample_run_counts_its_bucketed_rows_both_ways(tmp_path):
+    """The counters check_shuffle compares are there, and equal, after a real run."""
+    schema = tmp_path / "g"
+    synthetic.write_graph(synthetic.generate_mag(60, seed=3), str(schema))
+    spec = synthetic.write_sampling_spec(synthetic.mag_sampling_spec(), str(tmp_path / "s.pbtxt"))
+    for placement in ("worker", "sharded"):
+        out = tmp_path / placement
+        argv = ["--graph_schema", str(schema), "--sampling_spec", spec, "--progress_interval", "0"]
+        argv += ["--output_samples", str(out / "s@2"), "--graph_placement", placement]
+        assert sample_cli.main(argv) == 0
+        counters = json.loads((out / "run_summary.json").read_text())["counters"]
+        kinds = {"worker": {"seeds"}, "sharded": {"seeds", "nodes", "edges"}}[placement]
+        for kind in kinds:
+            sent = counters[f"shuffle_rows_sent/{kind}"]
+            assert sent > 0 and counters[f"shuffle_rows_received/{kind}"] == sent

@@ -19,6 +19,7 @@ from sampler.beam.sample.sharded import (
     SamplingInputs,
     SizeCounters,
     ToBuckets,
+    count_received,
     encoded_batches,
 )
 from sampler.graph_checks import edge_shape_counts
@@ -115,6 +116,7 @@ class SampleOnWorkers(beam.PTransform):
                 lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
             )
             seeds = Seeds.concat(list(parts))
+            count_received(collections.Counter({SEEDS: len(seeds)}))
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
             subgraphs = sample_in_memory(

@@ -121,6 +121,17 @@ class _SplitSampleNodes(beam.DoFn):
             yield shard, batch.take(index)
 
 
+# Rows of per-sample pieces sent to their bucket and received there (per kind). The local
+# multi-process FnApiRunner of Beam 2.77 was seen to lose grouped elements at scale; the CLI
+# compares the two after the run (pipelines.accounting.check_shuffle) so a loss is an error.
+SHUFFLE_SENT, SHUFFLE_RECEIVED = "shuffle_rows_sent", "shuffle_rows_received"
+
+
+def count_received(received: collections.Counter) -> None:
+    for kind, rows in received.items():
+        Metrics.counter(NAMESPACE, f"{SHUFFLE_RECEIVED}/{kind}").inc(rows)
+
+
 class ToBuckets(beam.DoFn):
     """A per-sample piece -> (bucket, (kind, set name, piece)) by sample key."""
 
@@ -128,8 +139,10 @@ class ToBuckets(beam.DoFn):
         self._kind = kind
         self._name = name
         self._num_buckets = num_buckets
+        self._sent = Metrics.counter(NAMESPACE, f"{SHUFFLE_SENT}/{kind}")
 
     def process(self, piece):
+        self._sent.inc(len(piece.sample))
         for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
             yield bucket, (self._kind, self._name, piece.take(index))
 
@@ -258,8 +271,11 @@ class AssembleExamples(beam.PTransform):
         def process(self, bucket_pieces):
             bucket, pieces = bucket_pieces
             seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
+            received = collections.Counter()
             for kind, name, piece in pieces:
                 {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
+                received[kind] += len(piece.sample)
+            count_received(received)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
