@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import os
 import re
-import sys
 import time
 import uuid
 
@@ -227,10 +226,8 @@ def placement(graph, args: SampleConfig) -> str:
     else:
         picked = "sharded"
         why = f"not even the topology (~{topology:,.0f} MB of ~{whole:,.0f} MB) fits"
-    print(
-        f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}",
-        file=sys.stderr,
-    )
+    # stdout, with the run's other report lines: stderr holds only a failure's one line.
+    print(f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}")
     return picked
 
 
