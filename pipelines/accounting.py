@@ -6,6 +6,8 @@
   first, so old and new shards never mix.
 * `write_bad_records`: the dead-letter output, `<output dir>/bad_records-SSSSS-of-NNNNN.jsonl`,
   one JSON line per bad input row (only written when there is one).
+* `write_rejected_seeds`: `<output dir>/rejected_seeds-00000-of-00001.jsonl`, one JSON line
+  per seed that got no subgraph because it is not in the seed node set (sample only).
 * `check_bad_records`: after the run, more than `--max_bad_records` bad rows in total is a
   one-line UserError quoting the first few.
 * `write_run_summary`: `<output dir>/run_summary.json`, written last. Its presence marks a
@@ -30,6 +32,8 @@ from sampler.io.files import has_scheme
 SUMMARY_NAME = "run_summary.json"
 BAD_RECORDS_PREFIX = "bad_records"
 BAD_RECORDS_GLOB = f"{BAD_RECORDS_PREFIX}-*.jsonl"
+REJECTED_SEEDS_PREFIX = "rejected_seeds"
+REJECTED_SEEDS_FILE = rf"{REJECTED_SEEDS_PREFIX}-\d{{5}}-of-\d{{5}}\.jsonl"  # a pattern
 MANIFEST_NAME = ".beam_graph_manifest.json"
 # Paths (relative to the output folder, full match) that every run may write: the summary, the
 # dead letters, the manifest, and the temporary folders of Beam's text sink.
@@ -225,6 +229,28 @@ def write_bad_records(bad_records, output_dir: str) -> None:
         num_shards=1,
         skip_if_empty=True,
     )
+
+
+def write_rejected_seeds(rejected, output_dir: str) -> None:
+    """Writes the rejected seeds' JSON lines (if any) to `<output_dir>/rejected_seeds-*.jsonl`."""
+    if rejected is None:
+        return
+    _ = rejected | "WriteRejectedSeeds" >> beam.io.WriteToText(
+        _join(output_dir, REJECTED_SEEDS_PREFIX),
+        file_name_suffix=".jsonl",
+        num_shards=1,
+        skip_if_empty=True,
+    )
+
+
+def write_rejected_seeds_file(lines: list[str], output_dir: str) -> None:
+    """The same file without Beam (--runner InMemory); nothing when there are no lines."""
+    if not lines:
+        return
+    from sampler.io.files import create_file, shard_name
+
+    with create_file(shard_name(_join(output_dir, REJECTED_SEEDS_PREFIX), 0, 1) + ".jsonl") as f:
+        f.write("".join(line + "\n" for line in lines).encode("utf-8"))
 
 
 def first_bad_records(output_dir: str, count: int = 3) -> list[str]:

@@ -178,6 +178,7 @@ def build(pipeline, graph, plan, config: SampleConfig):
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
+    accounting.write_rejected_seeds(sampled.rejected_seeds, output_dir_of(config.output_samples))
     return sampled.batches
 
 
@@ -186,7 +187,11 @@ def output_dir_of(output_samples: str) -> str:
     return prefix.rsplit("/", 1)[0] if "/" in prefix else ""
 
 
-TEMP_OUTPUTS = [r"\.temp-samples-[0-9a-f]+/.*", r"beam-temp-bad_records-[0-9a-f]+/.*"]
+TEMP_OUTPUTS = [
+    r"\.temp-samples-[0-9a-f]+/.*",
+    r"beam-temp-bad_records-[0-9a-f]+/.*",
+    r"beam-temp-rejected_seeds-[0-9a-f]+/.*",
+]
 
 
 def owned_outputs(args: SampleConfig) -> list[str]:
@@ -194,7 +199,7 @@ def owned_outputs(args: SampleConfig) -> list[str]:
     prefix, _, template = output_shards(args.output_samples)
     base = re.escape(prefix.rsplit("/", 1)[-1])
     samples = base if template == "" else rf"{base}-\d{{5}}-of-\d{{5}}"
-    return [samples, r"schema\.pbtxt", *TEMP_OUTPUTS]
+    return [samples, r"schema\.pbtxt", accounting.REJECTED_SEEDS_FILE, *TEMP_OUTPUTS]
 
 
 def check_output(graph, args: SampleConfig) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import time
 
+from pipelines import accounting
 from pipelines.runner import output_shards
 from sampler.io import tfrecord
 from sampler.io.files import create_file, shard_name
@@ -16,6 +17,7 @@ from sampler.io.graph_tables import read_seed_ids
 from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.rejected import rejected_seed_lines
 
 IN_MEMORY = "InMemory"
 
@@ -34,6 +36,10 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         seed_ids = mem.node_tables[plan.seed_set].rows.ids
     seeds = make_seeds(seed_ids)
     counters = collections.Counter(seeds_in=len(seeds))
+    if args.input_seeds:
+        node_fps = mem.node_tables[plan.seed_set].rows.fp
+        rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
+        accounting.write_rejected_seeds_file(rejected, output_dir)
     prefix, num_shards, template = output_shards(args.output_samples)
     paths = (
         [prefix]

@@ -70,6 +70,41 @@ def test_seeds_in_equal_subgraphs_out_plus_rejected(dirty, tmp_path, placement):
     }
 
 
+@pytest.mark.parametrize("runner", ["worker", "topology", "sharded", "InMemory"])
+def test_rejected_seeds_are_listed_in_a_dead_letter_file(dirty, tmp_path, runner):
+    """Every seed occurrence not in the seed node set is one JSON line; the records keep
+    their bytes (the same as a run on the accepted seeds alone)."""
+    out = tmp_path / "out"
+    flags = ["--runner", "InMemory"] if runner == "InMemory" else ["--graph_placement", runner]
+    run_pipeline(
+        str(dirty / "graph_schema.pbtxt"), str(dirty / "spec.pbtxt"), f"{out}/s@1",
+        "--input_seeds", str(dirty / "seeds.csv"), *flags,
+    )  # fmt: skip
+    assert sorted(p.name for p in out.glob("rejected_seeds-*")) == [
+        "rejected_seeds-00000-of-00001.jsonl"
+    ]
+    lines = (out / "rejected_seeds-00000-of-00001.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["seed_id"] for line in lines) == ["also_nope", "nope"]
+    assert json.loads(lines[0]) == {
+        "set": "seeds", "seed_id": json.loads(lines[0])["seed_id"], "reason": "not in node set 'n'"
+    }  # fmt: skip
+    assert not list(out.glob("bad_records-*")) and not list(out.glob("beam-temp-*"))
+    (dirty / "good.csv").write_text("#id\na\nb\na\nc\n")
+    clean = tmp_path / "clean"
+    run_pipeline(
+        str(dirty / "graph_schema.pbtxt"), str(dirty / "spec.pbtxt"), f"{clean}/s@1",
+        "--input_seeds", str(dirty / "good.csv"), *flags,
+    )  # fmt: skip
+    assert sorted(read_records(f"{out}/s-*")) == sorted(read_records(f"{clean}/s-*"))
+    assert not list(clean.glob("rejected_seeds-*"))
+    # --overwrite removes the old dead letters with the rest of the run's files.
+    run_pipeline(
+        str(dirty / "graph_schema.pbtxt"), str(dirty / "spec.pbtxt"), f"{out}/s@1",
+        "--input_seeds", str(dirty / "good.csv"), "--overwrite", *flags,
+    )  # fmt: skip
+    assert not list(out.glob("rejected_seeds-*"))
+
+
 @pytest.mark.parametrize(
     "strict, fragment",
     [

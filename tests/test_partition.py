@@ -601,3 +601,20 @@ def test_cli_subprocess_error_is_one_line(mag):
 
 def test_beam_graph_lists_partition():
     assert cli.SUBCOMMANDS["partition"][0] == "pipelines.partition"
+
+
+def test_metis_with_nearly_as_many_parts_as_nodes_is_one_line(tmp_path):
+    """METIS prints 'Cannot bisect a graph with 0 vertices' (C stdout) when parts come out
+    empty: that never reaches the terminal; the run stops with one line naming --num_parts."""
+    graph = synthetic.generate_mag(40, seed=3, feature_dim=2)  # 100-odd nodes, 4 node types
+    schema = synthetic.write_graph(graph, str(tmp_path / "graph"), fmt="csv")
+    out = tmp_path / "out"
+    result = run_cli("--graph_schema", schema, "--output_dir", str(out), "--graph_name", "g",
+                     "--num_parts", "60", "--part_method", "metis")  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Cannot bisect" not in result.stdout
+    errors = [line for line in result.stderr.splitlines() if line.strip()]
+    assert errors[-1].startswith("error: --num_parts 60: METIS cannot split"), errors[-5:]
+    assert "Cannot bisect a graph with 0 vertices!" not in "\n".join(errors[:-1])
+    assert "Traceback" not in result.stderr
+    assert not [p for p in out.rglob("*") if p.name != ".beam_graph_manifest.json"]

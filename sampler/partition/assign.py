@@ -11,8 +11,12 @@ depend on workers, bundles or input sharding.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
+import sys
+import tempfile
 
 import numpy as np
 
@@ -133,18 +137,52 @@ def metis_parts(
             columns.append(onehot * in_degree[:, None])
     vweights = np.concatenate(columns, axis=1).reshape(-1) if columns else None
     options = pymetis.Options(seed=int(seed) % (2**31))
-    result = pymetis.part_graph(
-        num_parts,
-        pymetis.CSRAdjacency(xadj, v),
-        vweights=vweights,
-        recursive=False,
-        options=options,
-    )
+    with _c_output() as said:
+        result = pymetis.part_graph(
+            num_parts,
+            pymetis.CSRAdjacency(xadj, v),
+            vweights=vweights,
+            recursive=False,
+            options=options,
+        )
+    if any(m in said[0] for m in METIS_EMPTY_PART_MESSAGES):
+        raise UserError(
+            f"--num_parts {num_parts}: METIS cannot split this graph ({num_nodes} nodes, "
+            f"{num_classes} balance classes) into {num_parts} parts (it reports 'Cannot bisect "
+            "a graph with 0 vertices'); use fewer parts, or --part_method lp or random"
+        )
+    if said[0].strip():
+        sys.stderr.write(said[0])
     parts = np.asarray(result.vertex_part, dtype=np.int64)
     if tolerance is None:
         return parts
     load = in_degree if balance_edges else None
     return rebalance_parts(parts, classes, num_classes, num_parts, xadj, v, tolerance, load)
+
+
+METIS_EMPTY_PART_MESSAGES = ("Cannot bisect a graph with 0 vertices", "too many parts")
+
+
+@contextlib.contextmanager
+def _c_output():
+    """Captures what C code writes to file descriptors 1 and 2 (METIS prints there): yields a
+    one-item list that holds the text once the block is left."""
+    said = [""]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with tempfile.TemporaryFile() as capture:
+        try:
+            os.dup2(capture.fileno(), 1)
+            os.dup2(capture.fileno(), 2)
+            yield said
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            capture.seek(0)
+            said[0] = capture.read().decode("utf-8", "replace")
 
 
 def symmetric_csr(

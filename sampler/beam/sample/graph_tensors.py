@@ -18,7 +18,7 @@ import apache_beam as beam
 
 from sampler.beam.read import ReadGraph, ReadSeedIds
 from sampler.beam.sample.on_workers import SampleOnWorkers
-from sampler.beam.sample.seeds import SeedsFromIds, SeedsFromNodeTable
+from sampler.beam.sample.seeds import RejectedSeeds, SeedsFromIds, SeedsFromNodeTable
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
@@ -49,6 +49,7 @@ class SampledBatches(typing.NamedTuple):
 
     batches: beam.PCollection  # RecordBatch: (bucket, chunk, [serialized tf.Example])
     bad_records: beam.PCollection  # JSON lines
+    rejected_seeds: beam.PCollection | None = None  # JSON lines; None without input_seeds
 
 
 class SampledExamples(typing.NamedTuple):
@@ -56,6 +57,7 @@ class SampledExamples(typing.NamedTuple):
 
     examples: beam.PCollection  # bytes: serialized GraphTensor tf.Examples
     bad_records: beam.PCollection  # JSON lines
+    rejected_seeds: beam.PCollection | None = None  # JSON lines; None without input_seeds
 
 
 def sample_graph_tensors(
@@ -71,10 +73,14 @@ def sample_graph_tensors(
     )
     read = root | "ReadGraph" >> read_graph
     bad_records = [read.bad_records]
+    rejected = None
     if options.input_seeds:
         read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
+        rejected = (seeds, read.tables[plan.seed_set]) | "RejectedSeeds" >> RejectedSeeds(
+            plan.seed_set
+        )
     else:
         seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
     if options.placement == "worker":
@@ -99,7 +105,7 @@ def sample_graph_tensors(
         )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
-    return SampledBatches(batches, bad)
+    return SampledBatches(batches, bad, rejected)
 
 
 def _records(batch: RecordBatch):
@@ -144,4 +150,4 @@ class SampleGraphTensors(beam.PTransform):
     def expand(self, root):
         sampled = sample_graph_tensors(root, self.graph, self.plan, self.options)
         examples = sampled.batches | "Records" >> beam.FlatMap(_records)
-        return SampledExamples(examples, sampled.bad_records)
+        return SampledExamples(examples, sampled.bad_records, sampled.rejected_seeds)

@@ -10,6 +10,7 @@ from sampler import ids, shards
 from sampler.batches import Seeds
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import make_seeds
+from sampler.sample.rejected import rejected_seed_lines
 
 NAMESPACE = "sampler"
 
@@ -67,4 +68,32 @@ class SeedsFromIds(beam.PTransform):
             | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
             | "Group" >> beam.GroupByKey()
             | "MakeSeeds" >> beam.ParDo(self._Make())
+        )
+
+
+class RejectedSeeds(beam.PTransform):
+    """(shard, Seeds) and the seed set's (shard, NodeTable) -> dead-letter JSON lines of the
+    seeds not in the seed node set (sampler.sample.rejected), whatever the placement: a join
+    by shard of the seeds with the table's fingerprints only (8 bytes a node)."""
+
+    def __init__(self, seed_set: str):
+        super().__init__()
+        self._seed_set = seed_set
+
+    def expand(self, seeds_and_tables):
+        seeds, tables = seeds_and_tables
+        fps = tables | "Fingerprints" >> beam.MapTuple(lambda shard, t: (shard, t.rows.fp))
+        seed_set = self._seed_set
+
+        def lines(shard_groups):
+            _, groups = shard_groups
+            node_fps = [f for f in groups["nodes"]]
+            node_fps = np.sort(np.concatenate(node_fps)) if node_fps else np.zeros(0, np.uint64)
+            for part in groups["seeds"]:
+                yield from rejected_seed_lines(part, node_fps, seed_set)
+
+        return (
+            {"seeds": seeds, "nodes": fps}
+            | "Join" >> beam.CoGroupByKey()
+            | "Lines" >> beam.FlatMap(lines)
         )

@@ -13,10 +13,13 @@ for the same flags. A retried bundle rewrites the same part with the same bytes.
 
 from __future__ import annotations
 
+import errno
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from sampler.errors import UserError
 from sampler.io import tfrecord
 from sampler.io.files import shard_name
 
@@ -52,8 +55,11 @@ class WriteRecordShards(beam.PTransform):
         def process(self, element):
             bucket, chunk, records = element
             path = FileSystems.join(self._temp_dir, f"part-{bucket:06d}-{chunk:06d}")
-            with FileSystems.create(path) as f:
-                f.write(tfrecord.frame(records))
+            try:
+                with FileSystems.create(path) as f:
+                    f.write(tfrecord.frame(records))
+            except OSError as e:
+                raise _write_error(path, e) from e
             self._records.inc(len(records))
             yield bucket % self._num_shards, (bucket, chunk, path)
 
@@ -64,11 +70,14 @@ class WriteRecordShards(beam.PTransform):
         def process(self, shard_parts):
             shard, groups = shard_parts
             parts = sorted(groups["parts"])
-            with FileSystems.create(self._paths[shard]) as out:
-                for _, _, path in parts:
-                    with FileSystems.open(path) as f:
-                        while chunk := f.read(_COPY_CHUNK):
-                            out.write(chunk)
+            try:
+                with FileSystems.create(self._paths[shard]) as out:
+                    for _, _, path in parts:
+                        with FileSystems.open(path) as f:
+                            while chunk := f.read(_COPY_CHUNK):
+                                out.write(chunk)
+            except OSError as e:
+                raise _write_error(self._paths[shard], e) from e
             FileSystems.delete([path for _, _, path in parts])
             yield self._paths[shard]
 
@@ -82,3 +91,10 @@ class WriteRecordShards(beam.PTransform):
             | "GroupParts" >> beam.CoGroupByKey()
             | "Concat" >> beam.ParDo(self._Concat(self.final_paths()))
         )
+
+
+def _write_error(path: str, error: OSError) -> Exception:
+    """A full disk (or any OS error) while writing an output: one line naming the path."""
+    if error.errno == errno.ENOSPC:
+        return UserError(f"cannot write the output {path}: no space left on device")
+    return UserError(f"cannot write the output {path}: {error.strerror or error}")
