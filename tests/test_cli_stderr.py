@@ -69,7 +69,7 @@ def test_broken_file_found_by_a_worker_process_is_one_line_and_the_traces_go_to_
     # (bad rows, by contrast, are counted and judged by the driver after the run).
     rows = "".join(f"p{i},{i};1\n" for i in range(40))
     more = "".join(f"p{i},{i};1\n" for i in range(41, 50))
-    (graph / "paper.csv").write_text('#id,feat\n' + rows + 'p40,"3;1\n' + more)
+    (graph / "paper.csv").write_text("#id,feat\n" + rows + 'p40,"3;1\n' + more)
     result = run(
         "pipelines.sample",
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
