@@ -331,3 +331,38 @@ def test_spec_errors(tmp_path):
     assert sample_cli.main(base) == 2  # no --seed_edge_set
     assert sample_cli.main([*base, "--seed_edge_set", "nope"]) == 2
     assert sample_cli.main([*base, "--seed_edge_set", "e", "--graph_placement", "sharded"]) == 2
+
+
+def test_validate_and_estimate(tmp_path, capsys):
+    from pipelines import estimate, validate
+
+    schema, spec = write_hetero(tmp_path)
+    write(tmp_path, "seeds", "csv", {"#source": ["u1"], "#target": ["p1"]}, {})
+    flags = ["--graph_schema", schema, "--sampling_spec", spec, "--seed_edge_set", "writes"]
+    assert validate.main([*flags, "--input_seeds", str(tmp_path / "seeds.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "seed op 'seed' on the edges of 'writes' (author -> paper)" in out
+    assert validate.main(flags[:4]) == 1  # no --seed_edge_set: the spec check fails
+    assert "needs --seed_edge_set" in capsys.readouterr().out
+    assert estimate.main(flags) == 2
+    assert "estimate does not support symmetric_link_seed_op" in capsys.readouterr().err
+
+
+def test_bad_seed_rows_are_dead_letters(tmp_path):
+    import json
+
+    schema, spec = write_hetero(tmp_path)
+    (tmp_path / "seeds.csv").write_text("#source,#target\nu1,p1\nu2\nu9,p1\n")
+    out = tmp_path.parent / f"{tmp_path.name}-out"
+    argv = [
+        "--graph_schema", schema, "--sampling_spec", spec, "--seed_edge_set", "writes",
+        "--output_samples", str(out / "samples"), "--input_seeds", str(tmp_path / "seeds.csv"),
+        "--max_bad_records", "1",
+    ]  # fmt: skip
+    assert sample_cli.main(argv) == 0
+    (bad,) = glob.glob(str(out / "bad_records-*.jsonl"))
+    lines = [json.loads(x) for x in open(bad).read().splitlines()]
+    assert [x["set"] for x in lines] == ["seeds"]
+    samples = json.loads((out / "run_summary.json").read_text())["samples"]
+    assert samples["seeds_in"] == 2 and samples["subgraphs_out"] == 1
+    assert samples["seeds_rejected"]["not_in_seed_node_set"] == 1 and samples["balanced"]
