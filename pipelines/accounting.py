@@ -326,18 +326,24 @@ def write_run_summary(output_dir: str, data: dict) -> str:
 
 
 def sample_accounting(counters: dict[str, int]) -> dict:
-    """Seeds in = subgraphs out + seeds rejected (by reason)."""
+    """Seeds in = subgraphs out + seeds rejected (by reason); link prediction's negative
+    examples (counter `negatives`) are subgraphs out that no seed row stands for."""
     rejected = {
         "not_in_seed_node_set": counters.get("seeds_not_in_node_set", 0),
     }
     seeds_in = counters.get("seeds_in", 0)
     subgraphs = counters.get("subgraphs", 0)
-    return {
+    negatives = counters.get("negatives", 0)
+    out = {
         "seeds_in": seeds_in,
         "subgraphs_out": subgraphs,
         "seeds_rejected": {"total": sum(rejected.values()), **rejected},
-        "balanced": seeds_in == subgraphs + sum(rejected.values()),
+        "balanced": seeds_in == subgraphs - negatives + sum(rejected.values()),
     }
+    if negatives:
+        out["negatives_out"] = negatives
+        out["negatives_that_are_edges"] = counters.get("negatives_that_are_edges", 0)
+    return out
 
 
 def beam_counters(result, namespaces=("sampler", "partition")) -> dict[str, int]:

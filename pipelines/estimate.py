@@ -28,6 +28,7 @@ import json
 import numpy as np
 
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
+from sampler.errors import UserError
 from sampler.ids import fingerprint
 from sampler.io import files
 from sampler.io.graph_tables import read_seed_ids
@@ -99,7 +100,18 @@ def input_bytes(stats) -> int:
 def main_body(argv) -> int:
     args = parse_args(argv)
     graph = load_graph(args.graph_schema)
-    plan = make_plan(graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method)
+    plan = make_plan(
+        graph,
+        load_sampling_spec(args.sampling_spec),
+        args.edge_aggregation_method,
+        args.seed_edge_set,
+    )
+    if plan.link is not None:
+        raise UserError(
+            "estimate does not support symmetric_link_seed_op yet; estimate a seed_op spec on"
+            f" '{plan.link.source}' (each link example is about two such subgraphs, plus"
+            " --negatives_per_seed examples per seed edge)"
+        )
     cache = None if args.stats_cache == "none" else args.stats_cache
     progress = RowProgress("degree statistics", args.progress_interval)
     stats, origin = degree_stats(graph, cache, args.refresh_stats, progress)

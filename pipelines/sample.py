@@ -32,6 +32,7 @@ from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.sample.encode import output_schema
+from sampler.sample.link import link_output_schema
 from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -55,6 +56,26 @@ def make_parser() -> argparse.ArgumentParser:
         help="Output path, or a sharded pattern such as out/samples@8.",
     )
     parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)
+    parser.add_argument(
+        "--seed_edge_set",
+        default=None,
+        help="Link prediction (a spec with symmetric_link_seed_op): the edge set whose edges"
+        " are the seeds. --input_seeds then lists #source,#target pairs (default: every edge).",
+    )
+    parser.add_argument(
+        "--negatives_per_seed",
+        type=int,
+        default=0,
+        help="Link prediction: K examples with label 0 per seed edge, each with a uniformly"
+        " random target from the target node set (see README 'Link prediction').",
+    )
+    parser.add_argument(
+        "--keep_seed_edges",
+        action="store_true",
+        help="Link prediction: keep the seed edge (both directions, reversed edge sets over its"
+        " table too) in its own subgraph. Off by default because a model trained on such"
+        " subgraphs learns to find the edge it should predict (label leakage).",
+    )
     parser.add_argument(
         "--runner", default=None, help="Beam runner (default: local FnApiRunner, offline)."
     )
@@ -122,6 +143,9 @@ class SampleConfig:
     input_seeds: str | None
     output_samples: str
     edge_aggregation_method: str
+    seed_edge_set: str | None
+    negatives_per_seed: int
+    keep_seed_edges: bool
     runner: str | None
     seed: int
     num_shards: int
@@ -156,8 +180,12 @@ def load(argv, check_outputs: bool = True) -> Loaded:
     config, beam_args = parse_args(argv)
     graph = load_graph(config.graph_schema)
     plan = make_plan(
-        graph, load_sampling_spec(config.sampling_spec), config.edge_aggregation_method
+        graph,
+        load_sampling_spec(config.sampling_spec),
+        config.edge_aggregation_method,
+        config.seed_edge_set,
     )
+    check_link_flags(plan, config)
     if check_outputs:
         check_output(graph, config)
     if config.seed < 0 or config.num_shards < 1 or config.num_buckets < 1:
@@ -165,16 +193,35 @@ def load(argv, check_outputs: bool = True) -> Loaded:
     return Loaded(config, beam_args, graph, plan)
 
 
+def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
+    """Link-prediction flags need a link seed op; a link seed op needs a supported placement."""
+    if plan.link is None:
+        if config.negatives_per_seed or config.keep_seed_edges:
+            raise UserError(
+                "--negatives_per_seed and --keep_seed_edges need a symmetric_link_seed_op"
+            )
+        return
+    if config.negatives_per_seed < 0:
+        raise UserError("--negatives_per_seed must be >= 0")
+    if config.graph_placement in ("topology", "sharded"):
+        raise UserError(
+            f"--graph_placement {config.graph_placement} does not support"
+            " symmetric_link_seed_op yet (use worker, or --runner InMemory)"
+        )
+
+
 def build(pipeline, graph, plan, config: SampleConfig):
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
     entry point's code path); returns the PCollection of RecordBatches."""
     options = SamplingOptions(
         Randomness(config.seed),
-        placement(graph, config),
+        "worker" if plan.link else placement(graph, config),
         config.input_seeds,
         config.num_shards,
         config.num_buckets,
         config.max_bad_records,
+        config.negatives_per_seed,
+        config.keep_seed_edges,
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
@@ -257,10 +304,15 @@ def graph_size_estimates(graph) -> tuple[int, int]:
     return whole, whole - features
 
 
-def write_output_schema(graph, output_dir: str) -> str:
+def write_output_schema(graph, output_dir: str, plan: SamplingPlan | None = None) -> str:
     path = FileSystems.join(output_dir, "schema.pbtxt") if output_dir else "schema.pbtxt"
+    schema = (
+        graph.schema
+        if plan is None or plan.link is None
+        else link_output_schema(graph.schema, plan)
+    )
     with FileSystems.create(path) as f:
-        f.write(text_format.MessageToString(output_schema(graph.schema)).encode())
+        f.write(text_format.MessageToString(output_schema(schema)).encode())
     return path
 
 
@@ -319,7 +371,7 @@ def main_body(argv) -> None:
     accounting.check_shuffle(counters)
     issues = accounting.graph_issues(job.graph, counters)
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
-    schema_path = write_output_schema(job.graph, job.output_dir)
+    schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
     write_run_summary(argv, config, counters, job.output_dir, time.time() - start, issues)
     inputs = accounting.input_folders(job.graph, config.input_seeds)
@@ -347,7 +399,7 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
-    schema_path = write_output_schema(graph, output_dir)
+    schema_path = write_output_schema(graph, output_dir, loaded.plan)
     print(f"samples: {config.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")

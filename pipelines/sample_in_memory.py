@@ -13,8 +13,8 @@ from pipelines import accounting
 from pipelines.runner import output_shards
 from sampler.io import tfrecord
 from sampler.io.files import create_file, shard_name
-from sampler.io.graph_tables import read_seed_ids
-from sampler.sample import in_memory
+from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.rejected import rejected_seed_lines
@@ -30,6 +30,8 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     """
     start = time.time()
     mem = in_memory.load_dense_graph(graph, plan)
+    if plan.link is not None:
+        return _run_links(args, graph, plan, mem, start)
     if args.input_seeds:
         seed_ids = read_seed_ids(args.input_seeds)
     else:
@@ -40,6 +42,14 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         node_fps = mem.node_tables[plan.seed_set].rows.fp
         rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
         accounting.write_rejected_seeds_file(rejected, output_dir)
+    randomness = in_memory.Randomness(args.seed)
+    subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, randomness, counters)
+    _write(args, subgraphs, encode_specs(graph.schema))
+    counters["seconds"] = round(time.time() - start, 1)
+    return counters
+
+
+def _write(args, subgraphs, specs) -> None:
     prefix, num_shards, template = output_shards(args.output_samples)
     paths = (
         [prefix]
@@ -47,14 +57,32 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
     )
     writers = [create_file(path) for path in paths]  # TFRecord framing: sampler.io.tfrecord
-    specs = encode_specs(graph.schema)
     try:
-        randomness = in_memory.Randomness(args.seed)
-        subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, randomness, counters)
         for i, subgraph in enumerate(subgraphs):
             writers[i % len(writers)].write(tfrecord.frame([encode_subgraph(subgraph, specs)]))
     finally:
         for writer in writers:
             writer.close()
+
+
+def _run_links(args, graph, plan, mem, start) -> collections.Counter:
+    """A symmetric_link_seed_op: one example per seed edge and negative (sampler.sample.link)."""
+    if args.input_seeds:
+        source, target = read_seed_pairs(args.input_seeds)
+        seeds = link.make_link_seeds(source, target)
+    else:
+        seeds = link.seeds_from_adjacency(mem, plan)
+    counters = collections.Counter(seeds_in=len(seeds))
+    subgraphs = link.sample_links_in_memory(
+        graph,
+        plan,
+        mem,
+        seeds,
+        in_memory.Randomness(args.seed),
+        counters,
+        args.negatives_per_seed,
+        args.keep_seed_edges,
+    )
+    _write(args, subgraphs, encode_specs(link.link_output_schema(graph.schema, plan)))
     counters["seconds"] = round(time.time() - start, 1)
     return counters

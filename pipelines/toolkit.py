@@ -95,3 +95,7 @@ def add_graph_flags(parser, seeds_help: str) -> None:
     parser.add_argument("--sampling_spec", required=True, help="SamplingSpec pbtxt.")
     parser.add_argument("--input_seeds", help=seeds_help)
     parser.add_argument("--edge_aggregation_method", choices=[EDGE, NODE], default=EDGE)
+    parser.add_argument(
+        "--seed_edge_set",
+        help="For a symmetric_link_seed_op: the edge set whose edges are the seeds.",
+    )

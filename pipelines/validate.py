@@ -118,11 +118,18 @@ def main_body(argv) -> int:
 
         def spec_check():
             plan = make_plan(
-                graph, load_sampling_spec(args.sampling_spec), args.edge_aggregation_method
+                graph,
+                load_sampling_spec(args.sampling_spec),
+                args.edge_aggregation_method,
+                args.seed_edge_set,
             )
             strategies = sorted({op.strategy for op in plan.ops})
+            seeds = f"'{plan.seed_set}'"
+            if plan.link is not None:
+                link = plan.link
+                seeds = f"the edges of '{link.edge_set}' ({link.source} -> {link.target})"
             detail = (
-                f"seed op '{plan.seed_op}' on '{plan.seed_set}', {len(plan.ops)} ops"
+                f"seed op '{plan.seed_op}' on {seeds}, {len(plan.ops)} ops"
                 f" ({', '.join(strategies) or 'none'}), {plan.aggregation} aggregation"
             )
             return detail, plan
@@ -154,9 +161,10 @@ def main_body(argv) -> int:
     else:
         report.check("sampling spec", lambda: _fail("not checked: the schema failed"))
     if args.input_seeds:
+        columns = ("#source", "#target") if args.seed_edge_set else ("#id",)
         report.check(
             "input seeds",
-            lambda: check_table(args.input_seeds, ("#id",), {}, args.rows, args.max_files),
+            lambda: check_table(args.input_seeds, columns, {}, args.rows, args.max_files),
         )
     seconds = time.time() - start
     total = report.passed + report.failed

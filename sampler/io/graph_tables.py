@@ -72,6 +72,20 @@ def read_seed_ids(pattern: str, on_bad: readers.OnBad = None) -> np.ndarray:
     return bytes_array(out)
 
 
+def read_seed_pairs(pattern: str, on_bad: readers.OnBad = None) -> tuple[np.ndarray, np.ndarray]:
+    """(source fps, target fps) of a link seed table's `#source`, `#target` columns."""
+    sources, targets = [], []
+    for path, fmt in table_files(pattern):
+        for table in readers.read_table(path, fmt, ("#source", "#target"), {}, on_bad=on_bad):
+            sources.append(ids.fingerprint(table.column("#source").combine_chunks()))
+            targets.append(ids.fingerprint(table.column("#target").combine_chunks()))
+    empty = np.zeros(0, np.uint64)
+    return (
+        np.concatenate(sources) if sources else empty,
+        np.concatenate(targets) if targets else empty,
+    )
+
+
 def total_bytes(graph: GraphInfo) -> int:
     """Bytes of every table file of the graph (a reversed edge set's table counted once)."""
     patterns = {info.filename for info in graph.node_sets.values() if info.filename}

@@ -41,11 +41,27 @@ class Op:
 
 
 @dataclasses.dataclass(frozen=True)
+class LinkSeed:
+    """A `symmetric_link_seed_op`: seeds are edges of `edge_set` (from `source` to `target`)."""
+
+    edge_set: str
+    source: str  # node set of the seed edges' sources
+    target: str  # node set of the seed edges' targets
+
+
+@dataclasses.dataclass(frozen=True)
 class SamplingPlan:
     seed_op: str
-    seed_set: str
+    seed_set: str  # for a link seed: the source node set
     ops: tuple[Op, ...]  # in a valid execution order
     aggregation: str  # EDGE or NODE
+    link: LinkSeed | None = None  # set for a symmetric_link_seed_op
+
+    def seed_sets(self) -> tuple[str, ...]:
+        """The node sets the seed op yields nodes of (two for a link seed of two sets)."""
+        if self.link is None:
+            return (self.seed_set,)
+        return tuple(dict.fromkeys((self.link.source, self.link.target)))
 
     def output_set(self, op_name: str) -> str:
         """The node set an op's sampled nodes belong to."""
@@ -61,23 +77,52 @@ def load_sampling_spec(path: str) -> sampling_spec_pb2.SamplingSpec:
     return parse_pbtxt(path, sampling_spec_pb2.SamplingSpec())
 
 
-def make_plan(graph: GraphInfo, spec, aggregation: str = EDGE) -> SamplingPlan:
-    """Checks the spec against the schema; every error names the offending field."""
+def _link_seed(graph: GraphInfo, spec, seed_edge_set: str | None) -> LinkSeed:
+    if not spec.symmetric_link_seed_op.op_name:
+        raise UserError("sampling_spec: symmetric_link_seed_op.op_name is empty")
+    if not seed_edge_set:
+        raise UserError(
+            "sampling_spec: symmetric_link_seed_op needs --seed_edge_set, the edge set whose"
+            " edges are the seeds (the op names none)"
+        )
+    if seed_edge_set not in graph.edge_sets:
+        raise UserError(
+            f"--seed_edge_set '{seed_edge_set}' is not an edge set of the schema"
+            f" (has: {', '.join(graph.edge_sets)})"
+        )
+    info = graph.edge_sets[seed_edge_set]
+    return LinkSeed(seed_edge_set, info.source, info.target)
+
+
+def make_plan(
+    graph: GraphInfo, spec, aggregation: str = EDGE, seed_edge_set: str | None = None
+) -> SamplingPlan:
+    """Checks the spec against the schema; every error names the offending field.
+
+    A `symmetric_link_seed_op` takes its edge set from `seed_edge_set` (--seed_edge_set); its
+    op yields both endpoints, each in its node set."""
     if aggregation not in (EDGE, NODE):
         raise UserError(f"--edge_aggregation_method must be 'edge' or 'node', not '{aggregation}'")
-    if spec.WhichOneof("seed_type") != "seed_op":
-        raise UserError(
-            "sampling_spec: seed_op is required (symmetric_link_seed_op is unsupported)"
-        )
-    seed = spec.seed_op
-    if not seed.op_name:
-        raise UserError("sampling_spec: seed_op.op_name is empty")
-    if seed.node_set_name not in graph.node_sets:
-        raise UserError(
-            f"sampling_spec: seed_op.node_set_name '{seed.node_set_name}' is not a node set"
-            f" of the schema (has: {', '.join(graph.node_sets)})"
-        )
-    produces = {seed.op_name: seed.node_set_name}
+    link = None
+    if spec.WhichOneof("seed_type") == "symmetric_link_seed_op":
+        link = _link_seed(graph, spec, seed_edge_set)
+        seed_op, seed_set = spec.symmetric_link_seed_op.op_name, link.source
+        produces = {seed_op: (link.source, link.target)}
+    elif spec.WhichOneof("seed_type") != "seed_op":
+        raise UserError("sampling_spec: seed_op or symmetric_link_seed_op is required")
+    else:
+        if seed_edge_set:
+            raise UserError("--seed_edge_set needs a symmetric_link_seed_op in the sampling spec")
+        seed = spec.seed_op
+        if not seed.op_name:
+            raise UserError("sampling_spec: seed_op.op_name is empty")
+        if seed.node_set_name not in graph.node_sets:
+            raise UserError(
+                f"sampling_spec: seed_op.node_set_name '{seed.node_set_name}' is not a node set"
+                f" of the schema (has: {', '.join(graph.node_sets)})"
+            )
+        seed_op, seed_set = seed.op_name, seed.node_set_name
+        produces = {seed_op: (seed_set,)}
     ops = []
     for i, op in enumerate(spec.sampling_ops):
         where = f"sampling_spec: sampling_ops[{i}] '{op.op_name}'"
@@ -93,10 +138,10 @@ def make_plan(graph: GraphInfo, spec, aggregation: str = EDGE) -> SamplingPlan:
         for name in op.input_op_names:
             if name not in produces:
                 raise UserError(f"{where}: input_op_names '{name}' is not defined by an earlier op")
-            if produces[name] != edge_set.source:
+            if edge_set.source not in produces[name]:
                 raise UserError(
-                    f"{where}: input op '{name}' yields '{produces[name]}' nodes but edge set"
-                    f" '{edge_set.name}' starts at '{edge_set.source}'"
+                    f"{where}: input op '{name}' yields '{' and '.join(produces[name])}' nodes"
+                    f" but edge set '{edge_set.name}' starts at '{edge_set.source}'"
                 )
         if op.sample_size <= 0:
             raise UserError(f"{where}: sample_size must be > 0, got {op.sample_size}")
@@ -122,5 +167,5 @@ def make_plan(graph: GraphInfo, spec, aggregation: str = EDGE) -> SamplingPlan:
                 key=ids.fingerprint_one(op.op_name),
             )
         )
-        produces[op.op_name] = edge_set.target
-    return SamplingPlan(seed.op_name, seed.node_set_name, tuple(ops), aggregation)
+        produces[op.op_name] = (edge_set.target,)
+    return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link)

@@ -31,6 +31,13 @@ class Randomness:
         """The random stream key of each frontier row (sample, node) of an op."""
         return ids.combine(np.uint64(self.seed), op_key, sample_key, node_fp)
 
+    def negatives(self, sample_key: np.ndarray) -> np.ndarray:
+        """The stream of a link seed's negative targets: draw k is the k-th negative's."""
+        return ids.combine(np.uint64(self.seed), NEGATIVES_KEY, sample_key)
+
+
+NEGATIVES_KEY = ids.fingerprint_one("link prediction negatives")
+
 
 def draw(stream: np.ndarray, index) -> np.ndarray:
     """The `index`-th uniform draw in [0, 1) of each stream."""

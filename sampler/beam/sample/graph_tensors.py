@@ -17,10 +17,12 @@ import typing
 import apache_beam as beam
 
 from sampler.beam.read import ReadGraph, ReadSeedIds
+from sampler.beam.sample import link as link_beam
 from sampler.beam.sample.on_workers import SampleOnWorkers
 from sampler.beam.sample.seeds import RejectedSeeds, SeedsFromIds, SeedsFromNodeTable
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
+from sampler.errors import UserError
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -38,6 +40,8 @@ class SamplingOptions:
     num_shards: int = 32
     num_buckets: int = 32
     max_bad_records: int = 0
+    negatives_per_seed: int = 0  # link prediction: label-0 examples per seed edge
+    keep_seed_edges: bool = False  # link prediction: keep the seed edge in its subgraph (leaks)
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
@@ -73,6 +77,8 @@ def sample_graph_tensors(
     )
     read = root | "ReadGraph" >> read_graph
     bad_records = [read.bad_records]
+    if plan.link is not None:
+        return _sample_links(root, graph, plan, options, read, bad_records)
     rejected = None
     if options.input_seeds:
         read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
@@ -106,6 +112,35 @@ def sample_graph_tensors(
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     return SampledBatches(batches, bad, rejected)
+
+
+def _sample_links(root, graph, plan, options, read, bad_records) -> SampledBatches:
+    """A symmetric_link_seed_op: seed edges from --input_seeds or the seed edge set."""
+    if options.placement != "worker":
+        raise UserError(
+            f"--graph_placement {options.placement} does not support symmetric_link_seed_op yet"
+            " (use worker, or --runner InMemory)"
+        )
+    if options.input_seeds:
+        read_seeds = root | "ReadSeeds" >> link_beam.ReadSeedPairs(
+            options.input_seeds, options.max_bad_records
+        )
+        pairs = read_seeds.pairs
+        bad_records.append(read_seeds.bad_records)
+    else:
+        pairs = link_beam.seed_pairs(read.adjacency, plan)
+    seeds = pairs | "Seeds" >> link_beam.LinkSeedsFromPairs(options.num_shards)
+    sample = link_beam.SampleLinksOnWorkers(
+        graph,
+        plan,
+        randomness=options.randomness,
+        num_buckets=options.num_buckets,
+        negatives=options.negatives_per_seed,
+        keep_seed_edges=options.keep_seed_edges,
+    )
+    bad = bad_records | "BadRecords" >> beam.Flatten()
+    batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
+    return SampledBatches(batches, bad)
 
 
 def _records(batch: RecordBatch):

@@ -1,0 +1,350 @@
+"""Link-prediction sampling: one subgraph per seed edge (and per negative), numpy only.
+
+A `symmetric_link_seed_op` seeds with edges of one edge set (`--seed_edge_set`). The ops whose
+input is the seed op expand from both endpoints, each in its node set; the rest of the spec
+runs as for node seeds, with the dense kernels' helpers (`sampler.sample.dense`).
+
+Output, in TF-GNN's structured readout convention (as `add_readout` of
+tensorflow_gnn/experimental/sampler/link_samplers.py builds it): a node set `_readout` of one
+node per example (its `#id` is the sample id, its `label` 1 for a positive, 0 for a negative)
+and edge sets `_readout/source` (source endpoint -> readout node) and `_readout/target`
+(target endpoint -> readout node), so `tfgnn.structured_readout(graph, "source")` and
+`(graph, "target")` return the endpoints' states. The source endpoint is node 0 of its node
+set; the target endpoint is node 0 of its node set when that differs from the source's.
+
+No leakage (unless `keep_seed_edges`): the example's pair (source a in set A, target b in set
+B) is removed from its own subgraph. An edge u -> v of an edge set X that reads the seed edge
+set's table (the same `metadata.filename`, either orientation) is dropped when
+(X.source, X.target, u, v) is (A, B, a, b) or (B, A, b, a); with A == B both directions of the
+pair go. Ops drop such an edge after choosing (so that frontier row keeps one edge fewer) and
+do not expand through it; node aggregation's induced edges are filtered the same way.
+Negatives get the same treatment, so a model cannot tell them apart by the missing edge.
+
+Negatives (`negatives`, K): per positive, K examples with label 0, sample id
+`<positive sample id>#neg<k>`, the same source and a target drawn uniformly from the target
+node set's rows, the k-th draw of the stream `Randomness.negatives(sample key)`: a pure
+function of (--seed, positive sample). Negatives that happen to be edges of the seed edge set
+are kept and counted (`negatives_that_are_edges`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+
+from sampler import ids
+from sampler.arrays import expand_ranges, sorted_unique
+from sampler.batches import NodeBatch, bytes_array, take_features
+from sampler.sample.assemble import group_bounds, unique_edges
+from sampler.sample.dense import DenseGraph, _induced, _Members, _Picked, _picked_edges
+from sampler.sample.plan import NODE, SamplingPlan
+from sampler.sample.randomness import Randomness, draw
+from sampler.sample.sampling import choose
+from sampler.sample.subgraph import Subgraph, slice_subgraphs
+from sampler.schema import GraphInfo
+
+READOUT = "_readout"
+READOUT_SOURCE = "_readout/source"
+READOUT_TARGET = "_readout/target"
+LABEL = "label"
+NEG = b"#neg"
+
+
+@dataclasses.dataclass
+class LinkSeeds:
+    """Seed edge occurrences: one row per positive example."""
+
+    sample: np.ndarray  # uint64 key: combine(source fp, target fp, occurrence)
+    source: np.ndarray  # uint64 fingerprint of the source id
+    target: np.ndarray  # uint64 fingerprint of the target id
+    occurrence: np.ndarray  # int64: k for the k-th repeat of the pair
+
+    def __len__(self) -> int:
+        return len(self.sample)
+
+    def take(self, index) -> LinkSeeds:
+        return LinkSeeds(
+            self.sample[index], self.source[index], self.target[index], self.occurrence[index]
+        )
+
+    @classmethod
+    def concat(cls, parts: list[LinkSeeds]) -> LinkSeeds:
+        if not parts:
+            return make_link_seeds(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+
+
+_FIELDS = ("sample", "source", "target", "occurrence")
+
+
+def pair_keys(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """One uint64 per (source fp, target fp): the key seeds are sharded by."""
+    return ids.combine(source, target)
+
+
+def make_link_seeds(source: np.ndarray, target: np.ndarray) -> LinkSeeds:
+    """Seeds from (source fp, target fp) pairs, all occurrences of a pair together."""
+    source = np.asarray(source, np.uint64)
+    target = np.asarray(target, np.uint64)
+    order = np.lexsort((target, source))
+    source, target = source[order], target[order]
+    n = len(source)
+    first = np.ones(n, dtype=bool)
+    first[1:] = (source[1:] != source[:-1]) | (target[1:] != target[:-1])
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
+    occurrence = (np.arange(n) - start).astype(np.int64)
+    sample = ids.combine(source, target, occurrence.astype(np.uint64))
+    return LinkSeeds(sample, source, target, occurrence)
+
+
+def seeds_from_adjacency(dg: DenseGraph, plan: SamplingPlan) -> LinkSeeds:
+    """Every edge of the seed edge set (parallel edges are repeats of their pair)."""
+    link = plan.link
+    adj = dg.adjacency[link.edge_set]
+    src_rows = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+    dst_rows = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+    return make_link_seeds(
+        dg.nodes[link.source].rows.fp[src_rows], dg.nodes[link.target].rows.fp[dst_rows]
+    )
+
+
+def link_output_schema(schema, plan: SamplingPlan):
+    """The input schema plus `_readout` (feature `label`) and `_readout/source|target`."""
+    from sampler.protos import tensor_pb2
+
+    out = type(schema)()
+    out.CopyFrom(schema)
+    out.node_sets[READOUT].features[LABEL].dtype = tensor_pb2.DT_INT64
+    for name, end in ((READOUT_SOURCE, plan.link.source), (READOUT_TARGET, plan.link.target)):
+        out.edge_sets[name].source = end
+        out.edge_sets[name].target = READOUT
+    return out
+
+
+def has_edge(adj, src_rows: np.ndarray, dst_rows: np.ndarray) -> np.ndarray:
+    """Whether each (source row, target row) is an edge: binary search in the source's
+    adjacency list (targets are in canonical, i.e. ascending fingerprint = row, order)."""
+    lo = adj.starts[src_rows].copy()
+    end = lo + adj.degrees[src_rows]
+    hi = end.copy()
+    while True:
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        right = active & (adj.targets[np.minimum(mid, len(adj.targets) - 1)] < dst_rows)
+        lo = np.where(right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
+    ok = lo < end
+    out = np.zeros(len(src_rows), bool)
+    out[ok] = adj.targets[lo[ok]] == dst_rows[ok]
+    return out
+
+
+class _Exclusions:
+    """Per edge set, the (source row, target row) pairs of each sample that must not appear."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, src_rows, dst_rows, enabled: bool):
+        link = plan.link
+        table = graph.edge_sets[link.edge_set].filename
+        self.pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        if not enabled:
+            return
+        for name, info in graph.edge_sets.items():
+            if info.filename != table:
+                continue
+            pairs = []
+            if (info.source, info.target) == (link.source, link.target):
+                pairs.append((src_rows, dst_rows))
+            if (info.source, info.target) == (link.target, link.source):
+                pairs.append((dst_rows, src_rows))
+            if pairs:
+                self.pairs[name] = pairs
+
+    def mask(self, edge_set: str, sample, u, v) -> np.ndarray:
+        """True for the edges (sample, u -> v) of `edge_set` to drop."""
+        out = np.zeros(len(sample), bool)
+        for a, b in self.pairs.get(edge_set, []):
+            out |= (a[sample] == u) & (b[sample] == v)
+        return out
+
+
+def _negatives(plan, dg, seeds: LinkSeeds, src_rows, dst_rows, k, randomness, counters):
+    """Appends k negatives per positive; returns (sample keys, source rows, target rows,
+    labels, negative index or -1)."""
+    n = len(seeds)
+    index = np.full(n, -1, np.int64)
+    if k <= 0 or n == 0:
+        return seeds.sample, src_rows, dst_rows, np.ones(n, np.int64), index
+    n_targets = len(dg.nodes[plan.link.target].rows)
+    stream = randomness.negatives(seeds.sample)
+    neg_rows = [
+        np.minimum((draw(stream, j) * n_targets).astype(np.int64), n_targets - 1) for j in range(k)
+    ]
+    neg_dst = np.stack(neg_rows, axis=1).ravel()  # positive-major
+    neg_src = np.repeat(src_rows, k)
+    neg_index = np.tile(np.arange(k, dtype=np.int64), n)
+    neg_keys = ids.combine(np.repeat(seeds.sample, k), np.uint64(0x6E6567), neg_index)
+    counters["negatives"] += len(neg_dst)
+    is_edge = has_edge(dg.adjacency[plan.link.edge_set], neg_src, neg_dst)
+    counters["negatives_that_are_edges"] += int(is_edge.sum())
+    return (
+        np.concatenate([seeds.sample, neg_keys]),
+        np.concatenate([src_rows, neg_src]),
+        np.concatenate([dst_rows, neg_dst]),
+        np.concatenate([np.ones(n, np.int64), np.zeros(len(neg_dst), np.int64)]),
+        np.concatenate([index, neg_index]),
+    )
+
+
+def sample_link_chunk(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: LinkSeeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+    negatives: int = 0,
+    keep_seed_edges: bool = False,
+) -> Iterator[Subgraph]:
+    """Samples the examples of a chunk of seed edges: positives, then their negatives."""
+    link = plan.link
+    src_rows, ok_s = dg.nodes[link.source].lookup(seeds.source)
+    dst_rows, ok_t = dg.nodes[link.target].lookup(seeds.target)
+    found = ok_s & ok_t
+    counters["seeds_not_in_node_set"] += int((~found).sum())
+    keep = np.flatnonzero(found)
+    seeds, src_rows, dst_rows = seeds.take(keep), src_rows[keep], dst_rows[keep]
+    positive_ids = _sample_ids(dg, plan, src_rows, dst_rows, seeds.occurrence)
+    keys, src_rows, dst_rows, labels, neg_index = _negatives(
+        plan, dg, seeds, src_rows, dst_rows, negatives, randomness, counters
+    )
+    n = len(keys)
+    sample_ids = np.concatenate([positive_ids, np.repeat(positive_ids, max(negatives, 0))])
+    sample_ids = bytes_array(
+        [
+            sid if j < 0 else sid + NEG + str(j).encode()
+            for sid, j in zip(sample_ids.tolist(), neg_index.tolist(), strict=True)
+        ]
+    )
+    seed_ids = bytes_array(
+        [
+            a + b"->" + b
+            for a, b in zip(
+                dg.nodes[link.source].rows.ids[src_rows].tolist(),
+                dg.nodes[link.target].rows.ids[dst_rows].tolist(),
+                strict=True,
+            )
+        ]
+    )
+    exclusions = _Exclusions(graph, plan, src_rows, dst_rows, not keep_seed_edges)
+    sample_all = np.arange(n)
+    seed_parts = {link.source: [(sample_all, src_rows)]}
+    seed_parts.setdefault(link.target, []).append((sample_all, dst_rows))
+    produced: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    picked = collections.defaultdict(list)
+    for op in plan.ops:
+        rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
+        parts = []
+        for name in op.inputs:
+            parts.extend(seed_parts[op.source] if name == plan.seed_op else [produced[name]])
+        key = sorted_unique(
+            np.concatenate([p[0].astype(np.uint64) * rows_in_set + p[1] for p in parts])
+        )
+        s = (key // rows_in_set).astype(np.int64)
+        r = (key % rows_in_set).astype(np.int64)
+        adj = dg.adjacency[op.edge_set]
+        degree = adj.degrees[r]
+        live = np.flatnonzero(degree > 0)
+        s, r = s[live], r[live]
+        stream = randomness.stream(op.key, keys[s], dg.nodes[op.source].rows.fp[r])
+        rows, positions = choose(
+            adj.starts[r],
+            degree[live],
+            stream,
+            sample_size=op.sample_size,
+            strategy=op.strategy,
+            weights=adj.weights,
+        )
+        drop = exclusions.mask(op.edge_set, s[rows], r[rows], adj.targets[positions])
+        rows, positions = rows[~drop], positions[~drop]
+        picked[op.edge_set].append(_Picked(s, r, rows, positions))
+        produced[op.name] = (s[rows], adj.targets[positions])
+    members = {}
+    for name, table in dg.nodes.items():
+        parts = [produced[op.name] for op in plan.ops if op.target == name]
+        parts += seed_parts.get(name, [])
+        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+        r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+        seed_row = src_rows if name == link.source else dst_rows if name == link.target else None
+        members[name] = _Members(s, r, len(table.rows), n, seed_row)
+    if plan.aggregation == NODE:
+        picked = _induced(graph, dg, members)
+    edge_rows = {}
+    for name, info in graph.edge_sets.items():
+        adj = dg.adjacency[name]
+        parts = []
+        for p in picked.get(name, []):
+            drop = exclusions.mask(
+                name, p.frontier_sample[p.rows], p.frontier_row[p.rows], adj.targets[p.positions]
+            )
+            parts.append(
+                _Picked(p.frontier_sample, p.frontier_row, p.rows[~drop], p.positions[~drop])
+            )
+        s, src, pos = _picked_edges(parts, members[info.source])
+        dst, ok = members[info.target].find(s, adj.targets[pos])
+        s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
+        chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
+        s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
+        edge_rows[name] = (
+            np.stack([src, dst]),
+            take_features(adj.features, pos),
+            group_bounds(s, n),
+        )
+    one_each = np.arange(n + 1)
+    for name, end, rows in (
+        (READOUT_SOURCE, link.source, src_rows),
+        (READOUT_TARGET, link.target, dst_rows),
+    ):
+        local, _ = members[end].find(sample_all, rows)
+        edge_rows[name] = (np.stack([local, np.zeros(n, np.int64)]), {}, one_each)
+    node_rows = {}
+    for name, m in members.items():
+        node_rows[name] = (dg.nodes[name].rows.take(m.row[m.order]), m.bounds)
+    node_rows[READOUT] = (NodeBatch(keys, sample_ids, {LABEL: labels}), one_each)
+    yield from slice_subgraphs(sample_ids, seed_ids, node_rows, edge_rows, counters)
+
+
+def _sample_ids(dg, plan, src_rows, dst_rows, occurrence) -> np.ndarray:
+    """`<source id>-><target id>`, and `:<k>` for the k-th repeat of a pair."""
+    src = dg.nodes[plan.link.source].rows.ids[src_rows].tolist()
+    dst = dg.nodes[plan.link.target].rows.ids[dst_rows].tolist()
+    return bytes_array(
+        [
+            a + b"->" + b + (b":" + str(k).encode() if k else b"")
+            for a, b, k in zip(src, dst, occurrence.tolist(), strict=True)
+        ]
+    )
+
+
+def sample_links_in_memory(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: LinkSeeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+    negatives: int = 0,
+    keep_seed_edges: bool = False,
+    chunk_size: int = 512,
+) -> Iterator[Subgraph]:
+    """Samples every seed edge, `chunk_size` at a time, in sample-key order."""
+    order = np.argsort(seeds.sample, kind="stable")
+    for lo in range(0, len(order), chunk_size):
+        chunk = seeds.take(order[lo : lo + chunk_size])
+        yield from sample_link_chunk(
+            graph, plan, dg, chunk, randomness, counters, negatives, keep_seed_edges
+        )
