@@ -20,7 +20,7 @@ from apache_beam.utils import shared
 from sampler import ids, shards
 from sampler.arrays import expand_ranges
 from sampler.beam.read import BAD_RECORDS, _ReadTable
-from sampler.beam.sample.on_workers import SampleOnWorkers, _GraphOnWorker, sample_buckets
+from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
 from sampler.beam.sample.sharded import NAMESPACE, SamplingInputs, encoded_batches
 from sampler.io import graph_tables, readers
 from sampler.sample import link
@@ -147,14 +147,8 @@ class SampleLinksOnWorkers(SampleOnWorkers):
 
         def process(self, bucket_parts, *side):
             bucket, parts = bucket_parts
-            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
-            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
-            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            loaded = self._handle.acquire(
-                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
-            )
-            seeds = link.LinkSeeds.concat(list(parts))
-            self._bucket_samples.update(len(seeds))
+            loaded = self.graph_on_worker(side)
+            seeds = self.received_seeds(link.LinkSeeds, parts)
             counters = collections.Counter()
             subgraphs = link.sample_links_in_memory(
                 self._graph,

@@ -106,18 +106,27 @@ class SampleOnWorkers(beam.PTransform):
             yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
             self._sizes.flush(counters)
 
-        def sample(self, bucket_parts, side):
-            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
-            bucket, parts = bucket_parts
+        def graph_on_worker(self, side) -> _GraphOnWorker:
+            """The dense graph, built once per process from the side inputs and shared."""
             edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
             adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
             tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            loaded = self._handle.acquire(
+            return self._handle.acquire(
                 lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
             )
-            seeds = Seeds.concat(list(parts))
+
+        def received_seeds(self, seeds_type, parts):
+            """One bucket's seed pieces as one batch, counted as received (check_shuffle)."""
+            seeds = seeds_type.concat(list(parts))
             count_received(collections.Counter({SEEDS: len(seeds)}))
             self._bucket_samples.update(len(seeds))
+            return seeds
+
+        def sample(self, bucket_parts, side):
+            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
+            bucket, parts = bucket_parts
+            loaded = self.graph_on_worker(side)
+            seeds = self.received_seeds(Seeds, parts)
             counters = collections.Counter()
             subgraphs = sample_in_memory(
                 self._graph,
