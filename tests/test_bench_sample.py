@@ -32,3 +32,19 @@ def test_bench_sample_runs_every_system_at_a_tiny_size(tmp_path):
     ).stdout  # fmt: skip
     assert len(table.strip().splitlines()) == 2 + len(systems.split(","))
     assert "tfgnn_v1_edge" in table and "x time" in table
+
+
+def test_bench_startup_measures_help_and_a_tiny_run(tmp_path):
+    out = tmp_path / "startup.json"
+    cmd = [sys.executable, "scripts/bench_startup.py", "--repeat", "1",
+           "--work_dir", str(tmp_path / "work"), "--out", str(out)]  # fmt: skip
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    records = {r["measurement"]: r for r in json.loads(out.read_text())}
+    assert set(records) == {"sample --help", "tiny run (100 papers)"}
+    for record in records.values():
+        assert record["median_seconds"] > 0 and record["median_peak_rss_mb"] > 0
+    # The tiny run really sampled: one record per paper in its two shards.
+    tiny = tmp_path / "work" / f"out_{records['sample --help']['commit']}"
+    summary = json.loads((tiny / "run_summary.json").read_text())
+    assert summary["samples"]["subgraphs_out"] == 100
