@@ -14,7 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
+# The full output is about 3.5 MiB: 64 KiB fills up with the part files, 4500 KiB while the
+# parts (all written) are concatenated into the two shards.
+@pytest.mark.parametrize("size, samples, failing", [("64k", "s", ".temp-samples-"),
+                                                    ("4500k", "s@2", "s-0000")])  # fmt: skip
+def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failing):
     schema = tmp_path / "graph"
     spec = schema / "sampling_spec.pbtxt"
     subprocess.run([sys.executable, "-m", "pipelines.generate", "--num_papers", "300",
@@ -23,8 +27,8 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     script = (
-        f'mount -t tmpfs -o size=64k tmpfs "{disk}" && "{sys.executable}" -m pipelines.sample '
-        f'--graph_schema "{schema}" --sampling_spec "{spec}" --output_samples "{disk}/out/s" '
+        f'mount -t tmpfs -o size={size} tmpfs "{disk}" && "{sys.executable}" -m pipelines.sample '
+        f'--graph_schema "{schema}" --sampling_spec "{spec}" --output_samples "{disk}/out/{samples}" '
         f'--progress_interval 0; echo "rc=$?"; ls -A "{disk}/out"'
     )
     proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script],
@@ -33,7 +37,7 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
     assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert lines[-1] == ".beam_graph_manifest.json"  # no shard, no temp folder
     err = proc.stderr.strip().splitlines()[-1]
-    assert err.startswith(f"error: cannot write the output {disk}/out/"), err
+    assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
     assert "no space left on device" in err and "Traceback" not in proc.stderr
 
 
