@@ -199,6 +199,11 @@ def main_body(argv) -> None:
     try:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         result.wait_until_finish()
+    except Exception:
+        # A failed run (a full disk, say) leaves no part folder, node id table, DGL config
+        # or report that could pass for a complete partitioning: only the manifest stays.
+        accounting.remove_leftovers(output_dir, owned_outputs(args))
+        raise
     finally:
         accounting.remove_leftovers(output_dir, [r"beam-temp-bad_records-[0-9a-f]+/.*"])
     counters = accounting.beam_counters(result)

@@ -364,6 +364,12 @@ def main_body(argv) -> None:
             result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
             progress.result = result  # a remote job returns at once: poll its counters
             result.wait_until_finish()
+    except Exception:
+        # A failed run (a full disk while concatenating, say) leaves no shard that could pass
+        # for a complete output; the dead letters stay.
+        partial = [p for p in owned_outputs(config) if p != accounting.REJECTED_SEEDS_FILE]
+        accounting.remove_leftovers(job.output_dir, partial)
+        raise
     finally:
         accounting.remove_leftovers(job.output_dir, TEMP_OUTPUTS)
     counters = counters_of(result)

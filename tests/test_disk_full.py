@@ -1,4 +1,5 @@
-"""A disk that fills up during a run: one line naming the path, exit 2, no shards left.
+"""A disk that fills up during a run: one line naming the path, exit 2, nothing left but the
+manifest (no shard; no partition folder, node id table, DGL config or report).
 
 The output folder is a 64 KiB tmpfs mounted in a private mount namespace (`unshare -Urm`)."""
 
@@ -8,10 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
+# The full output is about 3.5 MiB: 64 KiB fills up with the part files, 4500 KiB while the
+# parts (all written) are concatenated into the two shards.
+@pytest.mark.parametrize("size, samples, failing", [("64k", "s", ".temp-samples-"),
+                                                    ("4500k", "s@2", "s-0000")])  # fmt: skip
+def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failing):
     schema = tmp_path / "graph"
     spec = schema / "sampling_spec.pbtxt"
     subprocess.run([sys.executable, "-m", "pipelines.generate", "--num_papers", "300",
@@ -20,8 +27,8 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     script = (
-        f'mount -t tmpfs -o size=64k tmpfs "{disk}" && "{sys.executable}" -m pipelines.sample '
-        f'--graph_schema "{schema}" --sampling_spec "{spec}" --output_samples "{disk}/out/s" '
+        f'mount -t tmpfs -o size={size} tmpfs "{disk}" && "{sys.executable}" -m pipelines.sample '
+        f'--graph_schema "{schema}" --sampling_spec "{spec}" --output_samples "{disk}/out/{samples}" '
         f'--progress_interval 0; echo "rc=$?"; ls -A "{disk}/out"'
     )
     proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script],
@@ -30,5 +37,36 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path):
     assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert lines[-1] == ".beam_graph_manifest.json"  # no shard, no temp folder
     err = proc.stderr.strip().splitlines()[-1]
-    assert err.startswith(f"error: cannot write the output {disk}/out/"), err
+    assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
+    assert "no space left on device" in err and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def mag_schema(tmp_path_factory):
+    schema = tmp_path_factory.mktemp("mag") / "graph"
+    subprocess.run([sys.executable, "-m", "pipelines.generate", "--num_papers", "300",
+                    "--output_dir", str(schema)],
+                   check=True, cwd=ROOT, capture_output=True)  # fmt: skip
+    return schema
+
+
+# The full output is about 800 KiB: 64 KiB fills up with the node id tables (node_ids/), 400 KiB
+# with the part files (part<i>/graph.dgl).
+@pytest.mark.parametrize("size, failing", [("64k", "node_ids/"), ("400k", "part")])
+def test_partition_stage_on_a_full_disk_is_one_line(mag_schema, tmp_path, size, failing):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (
+        f'mount -t tmpfs -o size={size} tmpfs "{disk}" && "{sys.executable}" -m '
+        f'pipelines.partition --graph_schema "{mag_schema}" --output_dir "{disk}/out" '
+        f'--graph_name g --num_parts 2; echo "rc=$?"; cd "{disk}/out" && find . -mindepth 1'
+    )
+    proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # No g.json, partition_report.json, part folder or node id table: only the manifest.
+    assert lines[lines.index("rc=2") + 1 :] == ["./.beam_graph_manifest.json"]
+    err = proc.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
     assert "no space left on device" in err and "Traceback" not in proc.stderr

@@ -13,6 +13,8 @@ A table file name may be
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 
@@ -200,6 +202,39 @@ def create_file(path: str):
         return _filesystems().create(path, compression_type="uncompressed")
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
+
+
+@contextlib.contextmanager
+def write_output(path: str):
+    """`with write_output(path) as f:` a binary write stream creating `path`, like create_file;
+    an OS error while creating, writing or closing it (a full disk: ENOSPC) becomes one line
+    naming the path (write_error)."""
+    try:
+        stream = _filesystems().create(path, compression_type="uncompressed")
+    except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError (an OSError) remotely
+        raise write_error(path, e) from e
+    try:
+        with stream as f:
+            yield f
+    except OSError as e:
+        raise write_error(path, e) from e
+
+
+def write_error(path: str, error: BaseException) -> UserError:
+    """'cannot write the output PATH: REASON'; a full disk reads 'no space left on device'."""
+    return UserError(f"cannot write the output {path}: {_os_reason(error)}")
+
+
+def _os_reason(error: BaseException) -> str:
+    """The first OS error's reason in `error`'s chain (Beam wraps them), else its first line."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            return "no space left on device"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return _first_line(error)
 
 
 def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:

@@ -21,7 +21,7 @@ import json
 
 import numpy as np
 
-from sampler.io.files import create_file
+from sampler.io.files import write_output
 from sampler.partition.dgl_format import HomoGraph, write_graph, write_tensors
 from sampler.partition.graph import GraphTypes
 
@@ -305,7 +305,7 @@ def part_dir(output_dir: str, part: int) -> str:
 def write_partition(output_dir: str, part: int, data: PartitionData) -> None:
     """part<i>/graph.dgl, node_feat.dgl, edge_feat.dgl, orig_nids.dgl, orig_eids.dgl."""
     base = part_dir(output_dir, part)
-    with create_file(f"{base}/graph.dgl") as f:
+    with write_output(f"{base}/graph.dgl") as f:
         write_graph(f, data.graph, what=f"{base}/graph.dgl")
     for name, tensors in (
         ("node_feat.dgl", data.node_feats),
@@ -313,7 +313,7 @@ def write_partition(output_dir: str, part: int, data: PartitionData) -> None:
         ("orig_nids.dgl", data.orig_nids),
         ("orig_eids.dgl", data.orig_eids),
     ):
-        with create_file(f"{base}/{name}") as f:
+        with write_output(f"{base}/{name}") as f:
             write_tensors(f, tensors, what=f"{base}/{name}")
 
 
@@ -344,5 +344,5 @@ def dgl_config(
 
 
 def write_json(path: str, value: dict) -> None:
-    with create_file(path) as f:
+    with write_output(path) as f:
         f.write(json.dumps(value, indent=4).encode("utf-8"))

@@ -17,7 +17,7 @@ from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
 from sampler.errors import UserError
-from sampler.io.files import create_file
+from sampler.io.files import write_output
 from sampler.partition import classes, layout, to_parts
 from sampler.partition.graph import GraphTypes
 from sampler.partition.new_ids import EdgesWithEnds
@@ -78,7 +78,7 @@ class _WriteNodeIds(beam.DoFn):
         (t, s), table = keyed
         name = self._types.ntypes[t]
         path = f"{self._out}/node_ids/{name}/{name}-{s:05d}-of-{self._shards:05d}.parquet"
-        with create_file(path) as f:
+        with write_output(path) as f:
             pq.write_table(table, f)
         yield path
 

@@ -13,15 +13,12 @@ for the same flags. A retried bundle rewrites the same part with the same bytes.
 
 from __future__ import annotations
 
-import errno
-
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from sampler.errors import UserError
 from sampler.io import tfrecord
-from sampler.io.files import shard_name
+from sampler.io.files import shard_name, write_error
 
 NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
@@ -59,7 +56,7 @@ class WriteRecordShards(beam.PTransform):
                 with FileSystems.create(path) as f:
                     f.write(tfrecord.frame(records))
             except OSError as e:
-                raise _write_error(path, e) from e
+                raise write_error(path, e) from e
             self._records.inc(len(records))
             yield bucket % self._num_shards, (bucket, chunk, path)
 
@@ -77,7 +74,7 @@ class WriteRecordShards(beam.PTransform):
                             while chunk := f.read(_COPY_CHUNK):
                                 out.write(chunk)
             except OSError as e:
-                raise _write_error(self._paths[shard], e) from e
+                raise write_error(self._paths[shard], e) from e
             FileSystems.delete([path for _, _, path in parts])
             yield self._paths[shard]
 
@@ -91,10 +88,3 @@ class WriteRecordShards(beam.PTransform):
             | "GroupParts" >> beam.CoGroupByKey()
             | "Concat" >> beam.ParDo(self._Concat(self.final_paths()))
         )
-
-
-def _write_error(path: str, error: OSError) -> Exception:
-    """A full disk (or any OS error) while writing an output: one line naming the path."""
-    if error.errno == errno.ENOSPC:
-        return UserError(f"cannot write the output {path}: no space left on device")
-    return UserError(f"cannot write the output {path}: {error.strerror or error}")
