@@ -46,6 +46,8 @@ class SamplingOptions:
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.negatives_per_seed < 0:
+            raise ValueError(f"negatives_per_seed must be >= 0, got {self.negatives_per_seed}")
 
 
 class SampledBatches(typing.NamedTuple):
@@ -156,6 +158,12 @@ class SampleGraphTensors(beam.PTransform):
     `sampling_spec`: a SamplingSpec pbtxt path or a SamplingSpec proto. The examples are the
     records `pipelines.sample` writes for the same flags (and the in-memory sampler makes),
     in no particular order.
+
+    Link prediction (a spec whose seed is `symmetric_link_seed_op`): `seed_edge_set` names the
+    seed edges' edge set (--seed_edge_set), `input_seeds` a `#source`, `#target` table (default:
+    every edge of that set), `negatives_per_seed` the label-0 examples per seed edge, and
+    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Placement
+    `worker` only.
     """
 
     def __init__(
@@ -170,6 +178,9 @@ class SampleGraphTensors(beam.PTransform):
         num_shards: int = 32,
         num_buckets: int = 32,
         max_bad_records: int = 0,
+        seed_edge_set: str | None = None,
+        negatives_per_seed: int = 0,
+        keep_seed_edges: bool = False,
     ):
         super().__init__()
         graph = graph_schema if isinstance(graph_schema, GraphInfo) else load_graph(graph_schema)
@@ -177,10 +188,23 @@ class SampleGraphTensors(beam.PTransform):
             load_sampling_spec(sampling_spec) if isinstance(sampling_spec, str) else sampling_spec
         )
         self.graph = graph
-        self.plan = make_plan(graph, spec, aggregation)
+        self.plan = make_plan(graph, spec, aggregation, seed_edge_set)
         self.options = SamplingOptions(
-            Randomness(seed), placement, input_seeds, num_shards, num_buckets, max_bad_records
+            Randomness(seed),
+            placement,
+            input_seeds,
+            num_shards,
+            num_buckets,
+            max_bad_records,
+            negatives_per_seed,
+            keep_seed_edges,
         )
+        if self.plan.link is None and (negatives_per_seed or keep_seed_edges):
+            raise ValueError("negatives_per_seed and keep_seed_edges need a symmetric_link_seed_op")
+        if self.plan.link is not None and placement != "worker":
+            raise ValueError(
+                f"placement {placement!r} does not support symmetric_link_seed_op yet (use worker)"
+            )
 
     def expand(self, root):
         sampled = sample_graph_tensors(root, self.graph, self.plan, self.options)
