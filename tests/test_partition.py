@@ -533,6 +533,9 @@ def test_balance_ntypes_balances_each_value(mag):
     for name in years + ["author", "institution"]:
         counts = report["class_balance"][name]["counts"]
         assert max(counts) - min(counts) <= 1, name
+    # The type as a whole too: its years are dealt as one run (README: "Types always are").
+    papers = np.sum([report["class_balance"][name]["counts"] for name in years], axis=0)
+    assert papers.max() - papers.min() <= 1, papers.tolist()
 
 
 @pytest.mark.parametrize("method", ["lp", "metis"])

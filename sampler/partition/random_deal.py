@@ -55,9 +55,12 @@ def deal_parts(
     rank = rank_within(np.unique(groups, return_inverse=True)[1], len(groups) + 1)
     g_list = groups.tolist()
     rank = rank + np.array([before.get(g, 0) for g in g_list], dtype=np.int64)
-    rotation = (
-        ids.combine(np.uint64(seed), classes.astype(np.uint64)) % np.uint64(num_parts)
-    ).astype(np.int64)
+    first, start = _type_runs(counts, size)
+    c_list = classes.tolist()
+    first_class = np.array([first[c] for c in c_list], dtype=np.uint64)
+    rotation = (ids.combine(np.uint64(seed), first_class) % np.uint64(num_parts)).astype(
+        np.int64
+    ) + np.array([start[c] for c in c_list], dtype=np.int64)
     return assign.random_parts(
         seed,
         groups.astype(np.uint64),
@@ -67,3 +70,24 @@ def deal_parts(
         rotation,
         num_parts,
     )
+
+
+def _type_runs(counts, size) -> tuple[dict[int, int], dict[int, int]]:
+    """Per class: the first class of its type, and the nodes of earlier classes of its type.
+
+    The classes of a type (its --balance_ntypes values) are dealt as one run: a class starts
+    where the previous one of its type stopped, after one seeded rotation per type. Each class
+    gets floor or ceil(n / parts) nodes per part, and so does the type as a whole. With one
+    class per type this is the class's own seeded rotation.
+    """
+    class_type = {g // BUCKETS: t for (g, t, _) in counts}
+    class_size: dict[int, int] = {}
+    for g, n in size.items():
+        class_size[g // BUCKETS] = class_size.get(g // BUCKETS, 0) + n
+    first, start, running, type_first = {}, {}, {}, {}
+    for c in sorted(class_size):
+        t = class_type[c]
+        first[c] = type_first.setdefault(t, c)
+        start[c] = running.get(t, 0)
+        running[t] = start[c] + class_size[c]
+    return first, start
