@@ -58,6 +58,17 @@ class _ReadTable(beam.DoFn):
             yield beam.pvalue.TaggedOutput(BAD_RECORDS, bad.to_json(set=self._name))
 
 
+def read_files(pbegin, files: list, read_fn: beam.DoFn, *tags: str, main: str):
+    """Files -> Spread -> Read: the files spread over workers, each read by `read_fn`, whose
+    outputs are `main`, `tags` and BAD_RECORDS (dead-letter JSON lines)."""
+    return (
+        pbegin
+        | "Files" >> beam.Create(files)
+        | "Spread" >> beam.Reshuffle()
+        | "Read" >> beam.ParDo(read_fn).with_outputs(*tags, BAD_RECORDS, main=main)
+    )
+
+
 class ReadNodeSet(beam.PTransform):
     """Reads one node set's table: outputs `nodes` (NodeBatches) and `bad_records` (JSON lines)."""
 
@@ -82,14 +93,8 @@ class ReadNodeSet(beam.PTransform):
             yield from self._flush()
 
     def expand(self, pbegin):
-        read = (
-            pbegin
-            | "Files" >> beam.Create(self._files)
-            | "Spread" >> beam.Reshuffle()
-            | "Read"
-            >> beam.ParDo(self._ReadFile(self._info, self._max_bad)).with_outputs(
-                BAD_RECORDS, main="nodes"
-            )
+        read = read_files(
+            pbegin, self._files, self._ReadFile(self._info, self._max_bad), main="nodes"
         )
         return read
 
@@ -127,14 +132,12 @@ class ReadEdgeSet(beam.PTransform):
 
     def expand(self, pbegin):
         tags = sorted(set(self._ends.values()))
-        read = (
-            pbegin
-            | "Files" >> beam.Create(self._files)
-            | "Spread" >> beam.Reshuffle()
-            | "Read"
-            >> beam.ParDo(self._ReadFile(self._info, self._ends, self._max_bad)).with_outputs(
-                *tags, BAD_RECORDS, main="edges"
-            )
+        read = read_files(
+            pbegin,
+            self._files,
+            self._ReadFile(self._info, self._ends, self._max_bad),
+            *tags,
+            main="edges",
         )
         return read
 
@@ -374,13 +377,5 @@ class ReadSeedIds(beam.PTransform):
             yield from self._flush()
 
     def expand(self, pbegin):
-        read = (
-            pbegin
-            | "Files" >> beam.Create(self._files)
-            | "Spread" >> beam.Reshuffle()
-            | "Read"
-            >> beam.ParDo(self._ReadFile("seeds", self._max_bad)).with_outputs(
-                BAD_RECORDS, main="ids"
-            )
-        )
+        read = read_files(pbegin, self._files, self._ReadFile("seeds", self._max_bad), main="ids")
         return read

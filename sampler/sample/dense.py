@@ -135,30 +135,10 @@ def sample_chunk(
     produced = {plan.seed_op: (sample_all, seed_rows)}
     picked = collections.defaultdict(list)
     for op in plan.ops:
-        rows_in_set = len(dg.nodes[op.source].rows)
-        s = np.concatenate([produced[name][0] for name in op.inputs])
-        r = np.concatenate([produced[name][1] for name in op.inputs])
-        key = sorted_unique(
-            s.astype(np.uint64) * np.uint64(max(rows_in_set, 1)) + r.astype(np.uint64)
-        )
-        s = (key // np.uint64(max(rows_in_set, 1))).astype(np.int64)
-        r = (key % np.uint64(max(rows_in_set, 1))).astype(np.int64)
-        adj = dg.adjacency[op.edge_set]
-        degree = adj.degrees[r]
-        live = np.flatnonzero(degree > 0)
-        s, r = s[live], r[live]
-        fps = dg.nodes[op.source].rows.fp[r]
-        stream = randomness.stream(op.key, seeds.sample[s], fps)
-        rows, positions = choose(
-            adj.starts[r],
-            degree[live],
-            stream,
-            sample_size=op.sample_size,
-            strategy=op.strategy,
-            weights=adj.weights,
-        )
-        picked[op.edge_set].append(_Picked(s, r, rows, positions))
-        produced[op.name] = (s[rows], adj.targets[positions])
+        parts = [produced[name] for name in op.inputs]
+        step = sample_op(dg, op, parts, seeds.sample, randomness)
+        picked[op.edge_set].append(step)
+        produced[op.name] = step.targets(dg.adjacency[op.edge_set])
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op] for op in produced if plan.output_set(op) == name]
@@ -203,6 +183,50 @@ class _Picked(typing.NamedTuple):
     frontier_row: np.ndarray  # node row of each frontier row
     rows: np.ndarray
     positions: np.ndarray  # positions in the edge set's adjacency
+
+    def targets(self, adj: DenseAdjacency) -> tuple[np.ndarray, np.ndarray]:
+        """(sample index, target row) of every picked edge: the op's output nodes."""
+        return self.frontier_sample[self.rows], adj.targets[self.positions]
+
+    def without(self, drop: np.ndarray) -> _Picked:
+        """The same edges less those where `drop` (one flag per picked edge) is set."""
+        return self._replace(rows=self.rows[~drop], positions=self.positions[~drop])
+
+
+def sample_op(
+    dg: DenseGraph,
+    op,
+    parts: list[tuple[np.ndarray, np.ndarray]],
+    sample_keys: np.ndarray,
+    randomness: Randomness,
+) -> _Picked:
+    """One sampling op over the (sample index, node row) pairs its inputs produced.
+
+    The frontier is their union without duplicates, in (sample, row) order; rows without
+    out-edges drop out; each remaining row draws from its own stream (sampler.sample.randomness).
+    """
+    rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
+    key = sorted_unique(
+        np.concatenate(
+            [p[0].astype(np.uint64) * rows_in_set + p[1].astype(np.uint64) for p in parts]
+        )
+    )
+    s = (key // rows_in_set).astype(np.int64)
+    r = (key % rows_in_set).astype(np.int64)
+    adj = dg.adjacency[op.edge_set]
+    degree = adj.degrees[r]
+    live = np.flatnonzero(degree > 0)
+    s, r = s[live], r[live]
+    stream = randomness.stream(op.key, sample_keys[s], dg.nodes[op.source].rows.fp[r])
+    rows, positions = choose(
+        adj.starts[r],
+        degree[live],
+        stream,
+        sample_size=op.sample_size,
+        strategy=op.strategy,
+        weights=adj.weights,
+    )
+    return _Picked(s, r, rows, positions)
 
 
 def _picked_edges(parts: list[_Picked], sources: _Members):

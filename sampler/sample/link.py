@@ -36,13 +36,12 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler import ids
-from sampler.arrays import expand_ranges, sorted_unique
+from sampler.arrays import expand_ranges
 from sampler.batches import NodeBatch, bytes_array, take_features
 from sampler.sample.assemble import group_bounds, unique_edges
-from sampler.sample.dense import DenseGraph, _induced, _Members, _Picked, _picked_edges
+from sampler.sample.dense import DenseGraph, _induced, _Members, _picked_edges, sample_op
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness, draw
-from sampler.sample.sampling import choose
 from sampler.sample.subgraph import Subgraph, slice_subgraphs
 from sampler.schema import GraphInfo
 
@@ -200,6 +199,13 @@ def _negatives(plan, dg, seeds: LinkSeeds, src_rows, dst_rows, k, randomness, co
     )
 
 
+def _without_seed_edges(picked, exclusions, edge_set: str, adj):
+    """`picked` less the edges that are a seed edge of their own sample (see _Exclusions)."""
+    sample, targets = picked.targets(adj)
+    source = picked.frontier_row[picked.rows]
+    return picked.without(exclusions.mask(edge_set, sample, source, targets))
+
+
 def sample_link_chunk(
     graph: GraphInfo,
     plan: SamplingPlan,
@@ -247,32 +253,14 @@ def sample_link_chunk(
     produced: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     picked = collections.defaultdict(list)
     for op in plan.ops:
-        rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
         parts = []
         for name in op.inputs:
             parts.extend(seed_parts[op.source] if name == plan.seed_op else [produced[name]])
-        key = sorted_unique(
-            np.concatenate([p[0].astype(np.uint64) * rows_in_set + p[1] for p in parts])
-        )
-        s = (key // rows_in_set).astype(np.int64)
-        r = (key % rows_in_set).astype(np.int64)
         adj = dg.adjacency[op.edge_set]
-        degree = adj.degrees[r]
-        live = np.flatnonzero(degree > 0)
-        s, r = s[live], r[live]
-        stream = randomness.stream(op.key, keys[s], dg.nodes[op.source].rows.fp[r])
-        rows, positions = choose(
-            adj.starts[r],
-            degree[live],
-            stream,
-            sample_size=op.sample_size,
-            strategy=op.strategy,
-            weights=adj.weights,
-        )
-        drop = exclusions.mask(op.edge_set, s[rows], r[rows], adj.targets[positions])
-        rows, positions = rows[~drop], positions[~drop]
-        picked[op.edge_set].append(_Picked(s, r, rows, positions))
-        produced[op.name] = (s[rows], adj.targets[positions])
+        step = sample_op(dg, op, parts, keys, randomness)
+        step = _without_seed_edges(step, exclusions, op.edge_set, adj)
+        picked[op.edge_set].append(step)
+        produced[op.name] = step.targets(adj)
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op.name] for op in plan.ops if op.target == name]
@@ -286,14 +274,7 @@ def sample_link_chunk(
     edge_rows = {}
     for name, info in graph.edge_sets.items():
         adj = dg.adjacency[name]
-        parts = []
-        for p in picked.get(name, []):
-            drop = exclusions.mask(
-                name, p.frontier_sample[p.rows], p.frontier_row[p.rows], adj.targets[p.positions]
-            )
-            parts.append(
-                _Picked(p.frontier_sample, p.frontier_row, p.rows[~drop], p.positions[~drop])
-            )
+        parts = [_without_seed_edges(p, exclusions, name, adj) for p in picked.get(name, [])]
         s, src, pos = _picked_edges(parts, members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]

@@ -19,7 +19,7 @@ from apache_beam.utils import shared
 
 from sampler import ids, shards
 from sampler.arrays import expand_ranges
-from sampler.beam.read import BAD_RECORDS, _ReadTable
+from sampler.beam.read import BAD_RECORDS, _ReadTable, read_files
 from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
 from sampler.beam.sample.sharded import NAMESPACE, SamplingInputs, encoded_batches
 from sampler.io import graph_tables, readers
@@ -55,15 +55,7 @@ class ReadSeedPairs(beam.PTransform):
             yield from self._flush()
 
     def expand(self, pbegin):
-        read = (
-            pbegin
-            | "Files" >> beam.Create(self._files)
-            | "Spread" >> beam.Reshuffle()
-            | "Read"
-            >> beam.ParDo(self._ReadFile("seeds", self._max_bad)).with_outputs(
-                BAD_RECORDS, main="pairs"
-            )
-        )
+        read = read_files(pbegin, self._files, self._ReadFile("seeds", self._max_bad), main="pairs")
         return ReadPairs(read.pairs, read[BAD_RECORDS])
 
 
