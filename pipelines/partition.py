@@ -22,6 +22,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipelines import accounting
+from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, run_main, submit
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
 from sampler.errors import UserError
@@ -218,10 +219,14 @@ def main_body(argv) -> None:
     with FileSystems.open(f"{output_dir}/{REPORT_NAME}") as f:
         report = json.loads(f.read().decode("utf-8"))
     print_summary(report, output_dir, time.time() - start)
+    used = run_resources(job.pipeline)
+    for line in resource_lines(used):
+        print(f"{line.split(':', 1)[0] + ':':11s} {line.split(':', 1)[1].strip()}")
     data = accounting.summary(
         argv, args, counters, time.time() - start,
         partition=accounting.partition_accounting(job.graph, report, counters),
         graph_issues=issues,
+        resources=used,
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
     accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_folders(job.graph))

@@ -14,6 +14,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from pipelines import resources
 from sampler.errors import UserError
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
@@ -39,12 +40,20 @@ class LocalRunner(FnApiRunner):
     the error in one line instead (run_main) and names that file.
     """
 
+    pipeline_proto = None  # the last run's, for pipelines.resources
+    worker_processes = False  # whether its SDK workers were processes (multi_processing)
+    buffer_bytes: dict[bytes, int] = {}  # the bytes the last run buffered, by buffer id
+
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
+        self.worker_processes = False
         for environment in pipeline_proto.components.environments.values():
             if environment.urn == python_urns.SUBPROCESS_SDK:
                 environment.payload += redirect
-        return super().run_via_runner_api(pipeline_proto, options)
+                self.worker_processes = True
+        self.pipeline_proto = pipeline_proto
+        with resources.count_buffer_bytes() as self.buffer_bytes:
+            return super().run_via_runner_api(pipeline_proto, options)
 
 
 def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:

@@ -26,6 +26,7 @@ from google.protobuf import text_format
 
 from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
+from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
 from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
 from sampler.beam.sample.write import WriteRecordShards
@@ -379,12 +380,36 @@ def main_body(argv) -> None:
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
-    write_run_summary(argv, config, counters, job.output_dir, time.time() - start, issues)
+    used = sample_resources(job.pipeline, result, config, counters)
+    for line in resource_lines(used, used and used.get("output_bytes")):
+        print(line)
+    write_run_summary(
+        argv, config, counters, job.output_dir, time.time() - start, issues, resources=used
+    )
     inputs = accounting.input_folders(job.graph, config.input_seeds)
     accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
 
 
-def write_run_summary(argv, args, counters, output_dir: str, seconds: float, issues) -> None:
+def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict | None:
+    """pipelines.resources' figures, with the output's bytes and shuffle bytes per subgraph."""
+    used = run_resources(pipeline)
+    if used is None:
+        return None
+    prefix = output_shards(config.output_samples)[0]
+    files = FileSystems.match([prefix + "*"])[0].metadata_list
+    output = sum(f.size_in_bytes for f in files if re.fullmatch(
+        owned_outputs(config)[0], f.path.rsplit("/", 1)[-1]))  # fmt: skip
+    subgraphs = counters.get("subgraphs", 0)
+    return {
+        **used,
+        "output_bytes": output,
+        "shuffle_bytes_per_subgraph": round(used["shuffle_bytes"] / subgraphs) if subgraphs else 0,
+    }
+
+
+def write_run_summary(
+    argv, args, counters, output_dir: str, seconds: float, issues, resources=None
+) -> None:
     """run_summary.json beside the samples, written last (see pipelines.accounting)."""
     data = accounting.summary(
         argv,
@@ -393,6 +418,7 @@ def write_run_summary(argv, args, counters, output_dir: str, seconds: float, iss
         seconds,
         samples=accounting.sample_accounting(counters),
         graph_issues=issues,
+        resources=resources,
     )
     print(f"summary: {accounting.write_run_summary(output_dir, data)}")
 

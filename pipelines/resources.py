@@ -1,0 +1,152 @@
+"""What a local run used: peak memory by process role, and the bytes that crossed stages.
+
+For sizing a Dataflow job from a local run (run_summary.json's `resources` section):
+
+- `runner_peak_rss_mb`: the peak RSS of this process. The local runner (FnApiRunner) holds
+  every shuffle here; on Dataflow the shuffle service does, so this is not a worker figure.
+- `largest_sdk_worker_peak_rss_mb`: with `--direct_running_mode=multi_processing`, the peak
+  RSS of the largest SDK worker process (the largest reaped child, `getrusage`): the figure a
+  Dataflow worker needs. In-process runs have no worker processes (null).
+- `shuffle_bytes`: the encoded bytes written to every GroupByKey, exactly as the runner
+  received them from the workers' data channel; `shuffle_by_step` lists the largest.
+- `side_input_bytes`: the encoded bytes of the PCollections read as side inputs (the `worker`
+  placement's graph, the `topology` placement's topology); every worker reads them whole.
+- `stage_bytes`: every byte that crossed from one fused stage to another (shuffles, side
+  inputs and materialized PCollections such as a Flatten's).
+
+The counts come from the local runner's buffers (`count_buffer_bytes` wraps the append of
+Beam 2.77's FnApiRunner buffers, in the runner process); Beam's own `sampled_byte_size`
+metric is a sample whose mean is biased when element sizes vary along a bundle. For a
+Dataflow job the section is null (its console shows shuffle bytes and worker memory).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import resource
+import sys
+import threading
+
+from apache_beam.portability import common_urns
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners.portability.fn_api_runner import execution
+
+GROUP_BY_KEY = common_urns.primitives.GROUP_BY_KEY.urn
+PAR_DO = common_urns.primitives.PAR_DO.urn
+TOP_STEPS = 8
+
+_BUFFER_ID = "_beam_graph_buffer_id"
+_lock = threading.Lock()
+_counts: collections.Counter | None = None  # buffer id -> bytes, while a run counts
+
+
+def _counting_append(append):
+    def counted(self, data: bytes) -> None:
+        counts = _counts
+        if counts is not None:
+            counts[getattr(self, _BUFFER_ID, b"?")] += len(data)
+        append(self, data)
+
+    counted.__wrapped__ = append
+    return counted
+
+
+def _tagging_get_buffer(get_buffer):
+    def tagged(self, buffer_id: bytes, transform_id: str):
+        buffer = get_buffer(self, buffer_id, transform_id)
+        setattr(buffer, _BUFFER_ID, buffer_id)
+        return buffer
+
+    tagged.__wrapped__ = get_buffer
+    return tagged
+
+
+def _install() -> None:
+    """Wraps the local runner's buffer appends (once per process)."""
+    if hasattr(execution.BundleContextManager.get_buffer, "__wrapped__"):
+        return
+    manager = execution.BundleContextManager
+    manager.get_buffer = _tagging_get_buffer(manager.get_buffer)
+    for cls in (execution.ListBuffer, execution.GroupingBuffer):
+        cls.append = _counting_append(cls.append)
+
+
+@contextlib.contextmanager
+def count_buffer_bytes():
+    """Counts, while open, the bytes the local runner buffers; yields {buffer id: bytes}."""
+    global _counts
+    with _lock:
+        _install()
+        counts = _counts = collections.Counter()
+    try:
+        yield counts
+    finally:
+        _counts = None
+
+
+def _peak_mb(who: int) -> float:
+    kib = resource.getrusage(who).ru_maxrss  # KiB on Linux, bytes on macOS
+    return round(kib / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
+def _side_inputs(pipeline_proto) -> set[str]:
+    """The PCollection ids some ParDo reads as a side input."""
+    out = set()
+    for transform in pipeline_proto.components.transforms.values():
+        if transform.spec.urn == PAR_DO:
+            payload = beam_runner_api_pb2.ParDoPayload.FromString(transform.spec.payload)
+            out.update(transform.inputs[name] for name in payload.side_inputs)
+    return out
+
+
+def stage_bytes(pipeline_proto, buffer_bytes: dict[bytes, int]) -> dict:
+    """{shuffle_bytes, shuffle_by_step, side_input_bytes, stage_bytes} of a local run."""
+    transforms = pipeline_proto.components.transforms
+    side_inputs = _side_inputs(pipeline_proto)
+    by_step: dict[str, int] = collections.Counter()
+    side = 0
+    for buffer_id, size in buffer_bytes.items():
+        kind, _, name = buffer_id.decode().partition(":")
+        if kind == "group":
+            step = transforms[name].unique_name if name in transforms else name
+            by_step[step.removesuffix("/GroupByKey")] += size
+        elif kind == "materialize" and name in side_inputs:
+            side += size
+    top = sorted(by_step.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STEPS]
+    return {
+        "shuffle_bytes": sum(by_step.values()),
+        "shuffle_by_step": dict(top),
+        "side_input_bytes": side,
+        "stage_bytes": sum(buffer_bytes.values()),
+    }
+
+
+def run_resources(pipeline) -> dict | None:
+    """The `resources` section of run_summary.json; None unless the local runner ran it."""
+    runner = pipeline.runner
+    proto = getattr(runner, "pipeline_proto", None)
+    if proto is None:
+        return None
+    multi = runner.worker_processes
+    return {
+        "runner_peak_rss_mb": _peak_mb(resource.RUSAGE_SELF),
+        "largest_sdk_worker_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN) if multi else None,
+        **stage_bytes(proto, runner.buffer_bytes),
+    }
+
+
+def resource_lines(resources: dict | None, output_bytes: int | None = None) -> list[str]:
+    """The CLI's summary lines for `resources`."""
+    if not resources:
+        return []
+    worker = resources["largest_sdk_worker_peak_rss_mb"]
+    memory = f"memory: runner peak {resources['runner_peak_rss_mb']:,.0f} MB" + (
+        f", largest SDK worker {worker:,.0f} MB" if worker is not None else " (in-process)"
+    )
+    shuffled = f"shuffled: {resources['shuffle_bytes'] / 2**20:,.1f} MB"
+    if output_bytes:
+        shuffled += f" ({resources['shuffle_bytes'] / output_bytes:.2f}x the output)"
+    if resources["side_input_bytes"]:
+        shuffled += f"; side inputs {resources['side_input_bytes'] / 2**20:,.1f} MB per worker"
+    return [memory, shuffled]
