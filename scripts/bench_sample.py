@@ -11,6 +11,16 @@ time, peak RSS of the whole process tree, subgraphs/s and output bytes.
 
 A system that runs out of time or memory is killed and recorded with the limit
 that stopped it. Results are appended to the JSON file (one record per run).
+
+Placements at scale (issue 16): `--workers N` runs our systems with
+`--direct_running_mode=multi_processing --direct_num_workers=N` and records the peak RSS
+of the runner process and of each SDK worker process separately (the local runner holds
+every shuffle in the runner process; Dataflow does not), plus run_summary.json's
+`resources` (shuffle bytes, side-input bytes, output bytes):
+
+  python scripts/bench_sample.py --sizes 10000,100000 --workers 2 --feature_dim 128 \
+      --latent --input_seeds 20000 --systems ours,ours_topology,ours_sharded \
+      [--worker_memory_mb 2048] --out docs/bench_placement.json
 """
 
 from __future__ import annotations
@@ -43,7 +53,9 @@ SYSTEMS = {
 }
 
 
-def command(system: str, graph_dir: str, out_dir: str, seeds: str | None) -> list[str]:
+def command(
+    system: str, graph_dir: str, out_dir: str, seeds: str | None, ours_flags: list[str] = ()
+) -> list[str]:
     schema = os.path.join(graph_dir, "graph_schema.pbtxt")
     spec = os.path.join(graph_dir, "sampling_spec.pbtxt")
     seed_flags = ["--input_seeds", seeds] if seeds else []
@@ -57,8 +69,10 @@ def command(system: str, graph_dir: str, out_dir: str, seeds: str | None) -> lis
             "inmemory": ["--runner", "InMemory"],
         }[system]
         out = os.path.join(out_dir, "samples@4")
+        if system == "inmemory":
+            ours_flags = [f for f in ours_flags if not f.startswith("--direct_")]
         return [PY, "-m", "pipelines.sample", *common, "--output_samples", out, *extra,
-                "--progress_interval", "0"]  # fmt: skip
+                "--progress_interval", "0", *ours_flags]  # fmt: skip
     out = os.path.join(out_dir, "samples.tfrecord")
     if system.startswith("tfgnn_v1"):
         agg = "node" if system.endswith("node") else "edge"
@@ -80,9 +94,27 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def is_sdk_worker(proc: psutil.Process) -> bool:
+    try:
+        return "sdk_worker_main" in " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def process_peaks(proc: psutil.Process, peaks: dict[int, int]) -> None:
+    """Updates {pid: peak RSS} of the runner (proc) and of each SDK worker process."""
+    for p in [proc, *proc.children(recursive=True)]:
+        if p.pid == proc.pid or is_sdk_worker(p):
+            try:
+                peaks[p.pid] = max(peaks.get(p.pid, 0), p.memory_info().rss)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+
+
 def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) -> dict:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
     start = time.time()
+    peaks: dict[int, int] = {}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         ps = psutil.Process(proc.pid)
@@ -90,6 +122,7 @@ def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) 
         while proc.poll() is None:
             try:
                 peak = max(peak, tree_rss(ps))
+                process_peaks(ps, peaks)
             except psutil.NoSuchProcess:
                 break
             elapsed = time.time() - start
@@ -104,34 +137,65 @@ def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) 
                 break
             time.sleep(0.2)
         proc.wait()
+    workers = sorted((rss for pid, rss in peaks.items() if pid != proc.pid), reverse=True)
     return {
         "seconds": round(time.time() - start, 2),
         "peak_rss_bytes": peak,
+        "runner_peak_rss_bytes": peaks.get(proc.pid, 0),
+        "sdk_worker_peak_rss_bytes": workers,
         "returncode": proc.returncode,
         "stopped": stopped,
     }
 
 
+def run_resources(out_dir: str) -> dict:
+    """run_summary.json's `resources` of one of our runs (pipelines.resources), if any."""
+    path = os.path.join(out_dir, "run_summary.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f).get("resources") or {}
+
+
 def count_records(out_dir: str) -> tuple[int, int]:
+    summary = os.path.join(out_dir, "run_summary.json")
+    files = [f for f in glob.glob(os.path.join(out_dir, "samples*")) if not f.endswith(".pbtxt")]
+    if os.path.exists(summary):  # ours: its counters (tests check them against the records)
+        with open(summary) as f:
+            count = json.load(f)["counters"].get("subgraphs", 0)
+        return count, sum(os.path.getsize(f) for f in files)
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     import tensorflow as tf  # noqa: PLC0415 (only needed after the runs)
 
-    files = [f for f in glob.glob(os.path.join(out_dir, "samples*")) if not f.endswith(".pbtxt")]
     count = sum(1 for f in files for _ in tf.data.TFRecordDataset(f))
     return count, sum(os.path.getsize(f) for f in files)
 
 
-def make_graph(size: int, root: str, hub_fraction: float, fmt: str) -> str:
+def make_graph(
+    size: int, root: str, hub_fraction: float, fmt: str, feature_dim: int = 0, latent=False
+) -> str:
+    """The generated graph's folder; `latent`: only papers have features (as in ogbn-mag),
+    which TF-GNN's older sampler cannot read."""
     name = f"mag{size}" + (f"_hub{hub_fraction}" if hub_fraction else "") + f"_{fmt}"
+    name += (f"_d{feature_dim}" if feature_dim else "") + ("_latent" if latent else "")
     graph_dir = os.path.join(root, name)
+    flags = [] if latent else ["--all_node_features"]
+    flags += ["--feature_dim", str(feature_dim)] if feature_dim else []
     if not os.path.exists(os.path.join(graph_dir, "sampling_spec.pbtxt")):
         subprocess.run(
             [PY, "-m", "pipelines.generate", "--num_papers", str(size), "--output_dir", graph_dir,
-             "--all_node_features", "--write_spec", "--hub_fraction", str(hub_fraction),
-             "--format", fmt],
+             "--write_spec", "--hub_fraction", str(hub_fraction), "--format", fmt, *flags],
             cwd=ROOT, check=True, env=dict(os.environ, TF_USE_LEGACY_KERAS="1"),
         )  # fmt: skip
     return graph_dir
+
+
+def table_bytes(graph_dir: str) -> int:
+    return sum(
+        os.path.getsize(os.path.join(graph_dir, f))
+        for f in os.listdir(graph_dir)
+        if not f.endswith((".pbtxt", ".csv"))
+    )
 
 
 def make_seeds(graph_dir: str, count: int) -> str:
@@ -198,6 +262,38 @@ def report(results: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def _mb(n: float) -> str:
+    return f"{n / 2**20:,.0f}"
+
+
+def placement_report(results: list[dict]) -> str:
+    """A markdown table of the multi-process runs: memory by process role, bytes moved."""
+    head = ("| papers | dim | seeds | system | workers | budget MB | wall s | vs worker | runner peak MB"
+            " | largest SDK worker MB | tables MB | output MB | shuffle MB | shuffle / output"
+            " | side inputs MB |\n" + "|---" * 15 + "|")  # fmt: skip
+    rows = [head]
+    for r in results:
+        if not r.get("workers"):
+            continue
+        used = r.get("resources") or {}
+        key = (r["papers"], r.get("feature_dim"), r["seeds"], r["workers"])
+        base = next((o for o in results if o["system"] == "ours" and not o["stopped"]
+                     and (o["papers"], o.get("feature_dim"), o["seeds"], o.get("workers")) == key),
+                    None)  # fmt: skip
+        vs = f"{r['seconds'] / base['seconds']:.2f}x" if base and not r["stopped"] else "-"
+        worker = max(r.get("sdk_worker_peak_rss_bytes") or [0])
+        out = r["output_bytes"]
+        shuffle = used.get("shuffle_bytes", 0)
+        wall = f"{r['seconds']:.0f}" + (f" ({r['stopped']})" if r["stopped"] else "")
+        cells = [str(r["papers"]), str(r.get("feature_dim") or "-"), str(r["seeds"]), r["system"],
+                 str(r["workers"]), str(r.get("worker_memory_mb") or "-"), wall, vs,
+                 _mb(r.get("runner_peak_rss_bytes", 0)), _mb(worker), _mb(r.get("table_bytes", 0)),
+                 _mb(out), _mb(shuffle), f"{shuffle / out:.2f}" if out else "-",
+                 _mb(used.get("side_input_bytes", 0))]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000")
@@ -208,6 +304,15 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--max_rss_gb", type=float, default=20)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run ours with this many SDK worker processes (multi_processing)",
+    )
+    parser.add_argument("--worker_memory_mb", type=int, default=0, help="passed to ours")
+    parser.add_argument("--feature_dim", type=int, default=0, help="paper.feat width")
+    parser.add_argument("--latent", action="store_true", help="only papers have features")
     parser.add_argument("--work_dir", default="/tmp/bench_sample")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench_sample.json"))
     args = parser.parse_args()
@@ -216,16 +321,24 @@ def main() -> None:
         with open(args.out) as f:
             results = json.load(f)
     if args.report:
-        print(report(results))
+        print(placement_report(results) if args.workers else report(results))
         return
     for size in [int(s) for s in args.sizes.split(",")]:
-        graph_dir = make_graph(size, args.work_dir, args.hub_fraction, args.format)
+        graph_dir = make_graph(
+            size, args.work_dir, args.hub_fraction, args.format, args.feature_dim, args.latent
+        )
         seeds = make_seeds(graph_dir, args.input_seeds) if args.input_seeds else None
+        ours_flags = []
+        if args.workers:
+            ours_flags += ["--direct_running_mode=multi_processing",
+                           f"--direct_num_workers={args.workers}"]  # fmt: skip
+        if args.worker_memory_mb:
+            ours_flags += ["--worker_memory_mb", str(args.worker_memory_mb)]
         for system in args.systems.split(","):
             out_dir = os.path.join(args.work_dir, "out", f"{system}_{os.path.basename(graph_dir)}")
             shutil.rmtree(out_dir, ignore_errors=True)
             os.makedirs(out_dir)
-            cmd = command(system, graph_dir, out_dir, seeds)
+            cmd = command(system, graph_dir, out_dir, seeds, ours_flags)
             print(f"[{time.strftime('%H:%M:%S')}] {system} at {size} papers ...", flush=True)
             measured = run_measured(cmd, args.timeout, args.max_rss_gb * 2**30, out_dir + ".log")
             ok = measured["returncode"] == 0 and not measured["stopped"]
@@ -243,7 +356,13 @@ def main() -> None:
                 "seeds": args.input_seeds or size,
                 "subgraphs": count,
                 "output_bytes": size_bytes,
+                "table_bytes": table_bytes(graph_dir),
+                "feature_dim": args.feature_dim,
+                "latent": args.latent,
+                "workers": args.workers,
+                "worker_memory_mb": args.worker_memory_mb,
                 **measured,
+                "resources": run_resources(out_dir),
                 "command": " ".join(
                     os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd
                 ),
