@@ -1,6 +1,7 @@
 """Link seeds on every placement that takes them: `worker`, `topology` and `--runner InMemory`
 give the same bytes and the same seed accounting; `sharded` (and an `auto` budget only
-`sharded` fits: tests/test_placement.py) is refused with one line.
+`sharded` fits: tests/test_placement.py) is refused with one line. Also: link sample ids stay
+unambiguous whatever the node ids hold.
 
 The graph has node features on every set (so `topology` joins them) and `writes` edges whose
 author or paper is in no node table (dangling): default seeds count them in `seeds_in` and
@@ -9,20 +10,24 @@ reject them as `not_in_seed_node_set`, on Beam and in memory alike.
 
 from __future__ import annotations
 
+import collections
 import json
+import urllib.parse
 
 import pyarrow as pa
 import pytest
 
 from pipelines import sample as sample_cli
-from sampler.sample import link
+from sampler.sample import in_memory, link
 from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
+from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools import synthetic
 from tests.pipeline_helpers import link_oracle_records, read_records, run_pipeline
-from tests.test_golden import write_text
+from tests.test_golden import write, write_text
 from tests.test_library import LINK_SPEC
+from tests.test_link_prediction import HOMO_SCHEMA, HOMO_SPEC
 
 GHOSTS = [(b"ghost_author", b"p1"), (b"a1", b"ghost_paper"), (b"a1", b"ghost_paper")]
 
@@ -111,3 +116,44 @@ def test_sharded_is_refused_in_one_line(featured_links, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sharded does not support symmetric_link_seed_op" in err[0]
     assert "topology" in err[0]
+
+
+# Ids holding the separators: unescaped, (a, b:1) would be the repeat a->b:1 of (a, b),
+# (a, b#neg0) the negative a->b#neg0 of (a, b), and (x->y, b) / (x, y->b) would meet.
+TRICKY = ["a", "b", "b:1", "b#neg0", "x->y", "x", "y->b", "50%3E"]
+TRICKY_EDGES = [("a", "b"), ("a", "b"), ("a", "b:1"), ("a", "b#neg0"), ("x->y", "b")]
+TRICKY_EDGES += [("x", "y->b"), ("x", "50%3E"), ("x", "50>")]
+
+
+def test_sample_ids_are_unambiguous_and_unescape_to_the_pair(tmp_path):
+    write(tmp_path, "n", "csv", {"#id": [*TRICKY, "50>"]}, {})
+    columns = {"#source": [s for s, _ in TRICKY_EDGES], "#target": [t for _, t in TRICKY_EDGES]}
+    write(tmp_path, "e", "csv", columns, {})
+    schema = write_text(tmp_path / "schema.pbtxt", HOMO_SCHEMA)
+    spec = write_text(tmp_path / "spec.pbtxt", HOMO_SPEC)
+    graph = load_graph(schema)
+    plan = make_plan(graph, load_sampling_spec(spec), "edge", "e")
+    nodes, adjacency = in_memory.load_tables(graph, plan)
+    mem = in_memory.densify(graph, nodes, adjacency)
+    seeds = link.make_link_seeds(*link.edge_pairs(adjacency["e"]))
+    counters = collections.Counter()
+    subs = list(link.sample_links_in_memory(graph, plan, mem, seeds, Randomness(0), counters, 2))
+    sample_ids = [s.sample_id for s in subs]
+    assert len(subs) == 3 * len(TRICKY_EDGES)
+    assert len(set(sample_ids)) == len(sample_ids)
+    positives = collections.defaultdict(list)
+    for sub in subs:
+        source, target = (urllib.parse.unquote(x) for x in sub.seed_id.decode().split("->"))
+        ids = sub.node_sets["n"].ids
+        readout = sub.edge_sets[link.READOUT_SOURCE], sub.edge_sets[link.READOUT_TARGET]
+        assert (source, target) == tuple(ids[r.source[0]].decode() for r in readout)
+        if b"#neg" not in sub.sample_id:
+            base, _, repeat = sub.sample_id.decode().partition(":")
+            assert urllib.parse.unquote(base) == f"{source}->{target}"
+            positives[(source, target)].append(repeat)
+    assert {pair: sorted(r) for pair, r in positives.items()} == {
+        pair: ["", "1"][:n] for pair, n in collections.Counter(TRICKY_EDGES).items()
+    }
+    assert b"a->b%3A1" in sample_ids and b"a->b%23neg0" in sample_ids
+    assert b"x-%3Ey->b" in sample_ids and b"x->y-%3Eb" in sample_ids
+    assert b"x->50%253E" in sample_ids and b"x->50%3E" in sample_ids

@@ -20,6 +20,13 @@ pair go. Ops drop such an edge after choosing (so that frontier row keeps one ed
 do not expand through it; node aggregation's induced edges are filtered the same way.
 Negatives get the same treatment, so a model cannot tell them apart by the missing edge.
 
+Ids: an example's `seed_id` is `<source id>-><target id>`, its sample id the same plus `:<k>`
+for the k-th repeat of a pair (k >= 1) and, for its negatives, `#neg<k>`. Node ids are
+written there with `%`, `>`, `:` and `#` percent-escaped (`escape_id`; `urllib.parse.unquote`
+undoes it), so two different pairs never share a sample id (`a:1->b` and `a->1:b` would).
+Ids without those characters appear unchanged; the `#id` features of the nodes are never
+escaped.
+
 Seeds: the rows of a `#source`, `#target` table, or every edge of the seed edge set
 (`edge_pairs`, edges whose endpoint is not in its node set included). A seed whose endpoint
 is missing is counted in `seeds_not_in_node_set` and gives no example, on every placement.
@@ -312,11 +319,24 @@ def sample_link_chunk(
     yield from slice_subgraphs(sample_ids, seed_ids, node_rows, edge_rows, counters)
 
 
+def escape_id(node_id: bytes) -> bytes:
+    """A node id as it appears in link seed and sample ids: `%`, `>`, `:` and `#` are
+    percent-escaped (`urllib.parse.unquote` undoes it), so that `->`, `:<k>` and `#neg<k>`
+    can only be separators; other ids appear unchanged."""
+    for char, code in _ESCAPES:
+        if char in node_id:
+            node_id = node_id.replace(char, code)
+    return node_id
+
+
+_ESCAPES = ((b"%", b"%25"), (b">", b"%3E"), (b":", b"%3A"), (b"#", b"%23"))
+
+
 def _pair_ids(dg, plan, src_rows, dst_rows) -> list[bytes]:
-    """`<source id>-><target id>` per (source row, target row)."""
+    """`<source id>-><target id>` per (source row, target row), ids escaped (escape_id)."""
     src = dg.nodes[plan.link.source].rows.ids[src_rows].tolist()
     dst = dg.nodes[plan.link.target].rows.ids[dst_rows].tolist()
-    return [a + ARROW + b for a, b in zip(src, dst, strict=True)]
+    return [escape_id(a) + ARROW + escape_id(b) for a, b in zip(src, dst, strict=True)]
 
 
 @dataclasses.dataclass(frozen=True)
