@@ -17,18 +17,24 @@
    bytes per subgraph (exact tf.Example sizes) and in total, and a Dataflow worker count
    and machine type for --target_minutes.
 
+Link seeds (a symmetric_link_seed_op, --seed_edge_set E): the records are the seed edges (every
+edge of E, or the rows of --input_seeds) times 1 + --negatives_per_seed. The probe samples
+--probe_seeds seed edges (a uniform sample of E, or of the table's rows) and as many negatives
+(same sources, targets from the target set's sample of node ids), weighted 1 : K.
+
 Exit code: 0 success, 1 runtime failure, 2 bad flags or inputs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
+import pyarrow as pa
 
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
-from sampler.errors import UserError
 from sampler.ids import fingerprint
 from sampler.io import files
 from sampler.io.graph_tables import read_seed_ids
@@ -36,7 +42,7 @@ from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools.degree_stats import BottomK, degree_stats
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
-from sampler.tools.probe import run_probe
+from sampler.tools.probe import mixed, probe_pairs, run_link_probe, run_probe
 
 
 def parse_args(argv):
@@ -47,6 +53,12 @@ def parse_args(argv):
     )
     add_graph_flags(parser, seeds_help="Seed table (default: every node of the seed set).")
     parser.add_argument("--seed", type=int, default=0, help="The --seed of the run to predict.")
+    parser.add_argument(
+        "--negatives_per_seed", type=int, default=0, help="Link seeds: the run's negatives."
+    )
+    parser.add_argument(
+        "--keep_seed_edges", action="store_true", help="Link seeds: the run keeps seed edges."
+    )
     parser.add_argument(
         "--probe_seeds", type=int, default=256, help="Seeds sampled for real (0: degrees only)."
     )
@@ -67,10 +79,10 @@ def parse_args(argv):
         "--progress_interval", type=float, default=10.0, help="Seconds between progress lines."
     )
     args = parser.parse_args(argv)
-    if args.probe_seeds < 0 or args.target_minutes <= 0 or args.num_shards < 1 or args.seed < 0:
-        parser.error(
-            "--probe_seeds and --seed must be >= 0, --target_minutes > 0, --num_shards >= 1"
-        )
+    if min(args.probe_seeds, args.seed, args.negatives_per_seed) < 0:
+        parser.error("--probe_seeds, --seed and --negatives_per_seed must be >= 0")
+    if args.target_minutes <= 0 or args.num_shards < 1:
+        parser.error("--target_minutes must be > 0, --num_shards >= 1")
     return args
 
 
@@ -79,8 +91,6 @@ def probe_ids(stats, plan, input_seeds: str | None, count: int) -> tuple[np.ndar
     if input_seeds:
         seed_ids = read_seed_ids(input_seeds)
         pool = BottomK(count)
-        import pyarrow as pa
-
         column = pa.array(seed_ids.tolist(), pa.binary())
         pool.add(fingerprint(column), column)
         return pool.ids, len(seed_ids)
@@ -89,6 +99,38 @@ def probe_ids(stats, plan, input_seeds: str | None, count: int) -> tuple[np.ndar
     out = np.empty(len(chosen), dtype=object)
     out[:] = chosen
     return out, seed_stats.count
+
+
+def link_estimate(graph, plan, stats, args):
+    """(degree model, result) for link seeds: records = seed edges x (1 + negatives)."""
+    progress = RowProgress("seed edges", args.progress_interval)
+    source, target, num_seeds = probe_pairs(
+        graph, plan, args.input_seeds, args.probe_seeds, progress
+    )
+    progress.done()
+    records = num_seeds * (1 + args.negatives_per_seed)
+    model = estimate(graph, plan, stats, records)
+    if not (args.probe_seeds and len(source)):
+        return model, model
+    pool = stats.node_sets[plan.link.target].sample_ids
+    negatives = np.zeros(0, np.uint64)
+    if args.negatives_per_seed and pool:
+        picks = np.arange(len(source)) % len(pool)
+        negatives = fingerprint(pa.array([bytes.fromhex(pool[i]) for i in picks], pa.binary()))
+    progress = RowProgress(f"probe of {len(source)} seed edges", args.progress_interval)
+    keep = args.keep_seed_edges
+    probe = run_link_probe(graph, plan, source, target, args.seed, progress, keep)
+    if len(negatives):
+        negative = run_link_probe(graph, plan, source, negatives, args.seed, progress, keep)
+        probe = mixed(probe, negative, args.negatives_per_seed)
+    progress.done()
+    result = calibrate(graph, plan, stats, model, probe, uniform_seeds=False)
+    method = f"probe of {len(source)} seed edges" + (
+        f" and {len(negatives)} negatives (weighted 1 : {args.negatives_per_seed})"
+        if len(negatives)
+        else ""
+    )
+    return model, dataclasses.replace(result, method=method)
 
 
 def input_bytes(stats) -> int:
@@ -106,24 +148,21 @@ def main_body(argv) -> int:
         args.edge_aggregation_method,
         args.seed_edge_set,
     )
-    if plan.link is not None:
-        raise UserError(
-            "estimate does not support symmetric_link_seed_op yet; estimate a seed_op spec on"
-            f" '{plan.link.source}' (each link example is about two such subgraphs, plus"
-            " --negatives_per_seed examples per seed edge)"
-        )
     cache = None if args.stats_cache == "none" else args.stats_cache
     progress = RowProgress("degree statistics", args.progress_interval)
     stats, origin = degree_stats(graph, cache, args.refresh_stats, progress)
     progress.done()
-    ids_, num_seeds = probe_ids(stats, plan, args.input_seeds, args.probe_seeds)
-    model = estimate(graph, plan, stats, num_seeds)
-    result = model
-    if args.probe_seeds and len(ids_):
-        progress = RowProgress(f"probe of {len(ids_)} seeds", args.progress_interval)
-        probe = run_probe(graph, plan, ids_, args.seed, progress)
-        progress.done()
-        result = calibrate(graph, plan, stats, model, probe, uniform_seeds=not args.input_seeds)
+    if plan.link is not None:
+        model, result = link_estimate(graph, plan, stats, args)
+    else:
+        ids_, num_seeds = probe_ids(stats, plan, args.input_seeds, args.probe_seeds)
+        model = result = estimate(graph, plan, stats, num_seeds)
+        if args.probe_seeds and len(ids_):
+            progress = RowProgress(f"probe of {len(ids_)} seeds", args.progress_interval)
+            probe = run_probe(graph, plan, ids_, args.seed, progress)
+            progress.done()
+            uniform = not args.input_seeds
+            result = calibrate(graph, plan, stats, model, probe, uniform_seeds=uniform)
     total_input = input_bytes(stats)
     workers = suggest_workers(result, total_input, args.target_minutes * 60, args.num_shards)
     print_estimate(graph, plan, result, model, origin, args, total_input, workers)
@@ -146,7 +185,15 @@ def print_estimate(graph, plan, result, model, origin, args, total_input, worker
     seeds_from = args.input_seeds or f"every node of '{plan.seed_set}'"
     print(f"graph:   {graph.schema_path} ({human_bytes(total_input)} of tables)")
     print(f"stats:   degree statistics {origin}")
-    print(f"seeds:   {result.num_seeds:,} ({seeds_from})")
+    if plan.link is None:
+        print(f"seeds:   {result.num_seeds:,} ({seeds_from})")
+    else:
+        k = args.negatives_per_seed
+        seeds_from = args.input_seeds or f"every edge of '{plan.link.edge_set}'"
+        print(
+            f"seeds:   {result.num_seeds // (1 + k):,} seed edges ({seeds_from}), x (1 + {k}"
+            f" negatives): {result.num_seeds:,} examples"
+        )
     print(f"method:  {result.method}")
     compare = result is not model
     head = "   degree model" if compare else ""

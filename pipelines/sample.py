@@ -28,7 +28,7 @@ from pipelines import accounting, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
-from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
+from sampler.beam.sample.graph_tensors import SHARDED_LINKS, SamplingOptions, sample_graph_tensors
 from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
@@ -195,7 +195,7 @@ def load(argv, check_outputs: bool = True) -> Loaded:
 
 
 def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
-    """Link-prediction flags need a link seed op; a link seed op needs a supported placement."""
+    """Link flags need a link seed op; link seeds refuse `sharded` (auto: see `placement`)."""
     if plan.link is None:
         if config.negatives_per_seed or config.keep_seed_edges:
             raise UserError(
@@ -204,11 +204,8 @@ def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
         return
     if config.negatives_per_seed < 0:
         raise UserError("--negatives_per_seed must be >= 0")
-    if config.graph_placement in ("topology", "sharded"):
-        raise UserError(
-            f"--graph_placement {config.graph_placement} does not support"
-            " symmetric_link_seed_op yet (use worker, or --runner InMemory)"
-        )
+    if config.graph_placement == "sharded":
+        raise UserError(SHARDED_LINKS)
 
 
 def build(pipeline, graph, plan, config: SampleConfig):
@@ -216,7 +213,7 @@ def build(pipeline, graph, plan, config: SampleConfig):
     entry point's code path); returns the PCollection of RecordBatches."""
     options = SamplingOptions(
         Randomness(config.seed),
-        "worker" if plan.link else placement(graph, config),
+        placement(graph, config, plan),
         config.input_seeds,
         config.num_shards,
         config.num_buckets,
@@ -262,10 +259,11 @@ def check_output(graph, args: SampleConfig) -> None:
     accounting.write_manifest(output_dir, owned, inputs)
 
 
-def placement(graph, args: SampleConfig) -> str:
+def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> str:
     """'worker', 'topology' or 'sharded': identical records, different speed and scale.
 
-    auto prints one line saying which it picked and why.
+    auto prints one line saying which it picked and why; for link seeds (which `sharded` does
+    not support yet) a budget that only `sharded` fits is a UserError.
     """
     if args.graph_placement != "auto":
         return args.graph_placement
@@ -279,6 +277,12 @@ def placement(graph, args: SampleConfig) -> str:
     else:
         picked = "sharded"
         why = f"not even the topology (~{topology:,.0f} MB of ~{whole:,.0f} MB) fits"
+        if plan is not None and plan.link is not None:
+            raise UserError(
+                f"--graph_placement auto: {why} --worker_memory_mb {budget:,.0f}, and link seeds"
+                " (symmetric_link_seed_op) do not support the sharded placement yet: raise"
+                " --worker_memory_mb, or use --runner InMemory"
+            )
     # stdout, with the run's other report lines: stderr holds only a failure's one line.
     print(f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}")
     return picked

@@ -16,6 +16,7 @@ from sampler.io.files import create_file, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
+from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.rejected import rejected_seed_lines
 
@@ -29,9 +30,10 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     `graph` and `plan` are the schema and plan it loaded once.
     """
     start = time.time()
-    mem = in_memory.load_dense_graph(graph, plan)
+    node_tables, adjacency = in_memory.load_tables(graph, plan)
     if plan.link is not None:
-        return _run_links(args, graph, plan, mem, start)
+        return _run_links(args, graph, plan, node_tables, adjacency, start)
+    mem = densify(graph, node_tables, adjacency)
     if args.input_seeds:
         seed_ids = read_seed_ids(args.input_seeds)
     else:
@@ -65,13 +67,17 @@ def _write(args, subgraphs, specs) -> None:
             writer.close()
 
 
-def _run_links(args, graph, plan, mem, start) -> collections.Counter:
-    """A symmetric_link_seed_op: one example per seed edge and negative (sampler.sample.link)."""
+def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.Counter:
+    """A symmetric_link_seed_op: one example per seed edge and negative (sampler.sample.link).
+
+    Default seeds are every edge of the seed edge set, those with a missing endpoint included
+    (rejected as `seeds_not_in_node_set`, as the Beam placements do)."""
     if args.input_seeds:
-        source, target = read_seed_pairs(args.input_seeds)
-        seeds = link.make_link_seeds(source, target)
+        pairs = read_seed_pairs(args.input_seeds)
     else:
-        seeds = link.seeds_from_adjacency(mem, plan)
+        pairs = link.edge_pairs(adjacency[plan.link.edge_set])
+    seeds = link.make_link_seeds(*pairs)
+    mem = densify(graph, node_tables, adjacency)
     counters = collections.Counter(seeds_in=len(seeds))
     subgraphs = link.sample_links_in_memory(
         graph,

@@ -8,9 +8,10 @@ import glob
 import tensorflow as tf
 
 from pipelines import sample as sample_cli
-from sampler.io.graph_tables import read_seed_ids
-from sampler.sample import in_memory
+from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
+from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
@@ -40,5 +41,39 @@ def oracle_records(
     counters = collections.Counter()
     subgraphs = in_memory.sample_in_memory(
         graph, plan, mem, make_seeds(ids), Randomness(seed), counters
+    )
+    return [encode_subgraph(s, specs) for s in subgraphs]
+
+
+def link_oracle_records(
+    schema: str,
+    spec: str,
+    seed_edge_set: str,
+    *,
+    seed=0,
+    negatives=0,
+    keep=False,
+    input_seeds=None,
+    aggregation="edge",
+) -> list[bytes]:
+    """The in-memory link kernel's records (what `--runner InMemory` writes): seeds from
+    `input_seeds` or every edge of the seed edge set (edges with a missing endpoint too)."""
+    graph = load_graph(schema)
+    plan = make_plan(graph, load_sampling_spec(spec), aggregation, seed_edge_set)
+    nodes, adjacency = in_memory.load_tables(graph, plan)
+    if input_seeds:
+        pairs = read_seed_pairs(input_seeds)
+    else:
+        pairs = link.edge_pairs(adjacency[seed_edge_set])
+    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    subgraphs = link.sample_links_in_memory(
+        graph,
+        plan,
+        densify(graph, nodes, adjacency),
+        link.make_link_seeds(*pairs),
+        Randomness(seed),
+        collections.Counter(),
+        negatives,
+        keep,
     )
     return [encode_subgraph(s, specs) for s in subgraphs]

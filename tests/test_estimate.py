@@ -20,9 +20,10 @@ from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from pipelines import cli
 from pipelines import estimate as estimate_cli
-from sampler.io.graph_tables import read_seed_ids
-from sampler.sample import in_memory
+from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
+from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
@@ -259,3 +260,86 @@ def test_usage_errors(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --graph_schema")
+
+
+LINK_SPEC = """
+symmetric_link_seed_op { op_name: "seed" }
+sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" sample_size: 4
+  strategy: RANDOM_UNIFORM }
+sampling_ops { op_name: "authors" input_op_names: "seed" edge_set_name: "written" sample_size: 4
+  strategy: RANDOM_UNIFORM }
+sampling_ops { op_name: "cited" input_op_names: "seed" input_op_names: "papers"
+  edge_set_name: "cites" sample_size: 3 strategy: RANDOM_UNIFORM }
+"""
+
+
+def link_truth(schema: str, spec: str, negatives: int, seed: int = 0, seeds=None) -> dict:
+    """`truth` for link seeds: every example (positives and negatives) of the in-memory sampler."""
+    graph = load_graph(schema)
+    plan = make_plan(graph, load_sampling_spec(spec), "edge", "writes")
+    nodes, adjacency = in_memory.load_tables(graph, plan)
+    pairs = read_seed_pairs(seeds) if seeds else link.edge_pairs(adjacency["writes"])
+    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    sizes, total, count = collections.defaultdict(list), 0, 0
+    for sg in link.sample_links_in_memory(
+        graph,
+        plan,
+        densify(graph, nodes, adjacency),
+        link.make_link_seeds(*pairs),
+        Randomness(seed),
+        collections.Counter(),
+        negatives,
+    ):
+        count += 1
+        total += len(encode_subgraph(sg, specs)) + 16  # TFRecord framing
+        for kind, sets in (("nodes", sg.node_sets), ("edges", sg.edge_sets)):
+            for name, rows in sets.items():
+                sizes[f"{kind}/{name}"].append(len(rows.ids if kind == "nodes" else rows.source))
+    means = {key: float(np.mean(v)) for key, v in sizes.items()}
+    return {
+        "count": count,
+        "bytes": total,
+        "nodes": sum(v for k, v in means.items() if k.startswith("nodes/")),
+        "edges": sum(v for k, v in means.items() if k.startswith("edges/")),
+    }
+
+
+@pytest.mark.parametrize("negatives, with_seeds", [(2, False), (0, True)])
+def test_cli_estimate_with_link_seeds(tmp_path, capsys, negatives, with_seeds):
+    """Records = seed edges x (1 + negatives); sizes and bytes within 25% of the real ones."""
+    graph = synthetic.generate_mag(500, seed=7, feature_dim=4)
+    schema = synthetic.write_graph(graph, str(tmp_path / "g"))
+    spec = tmp_path / "link.pbtxt"
+    spec.write_text(LINK_SPEC)
+    writes = graph.tables["writes"].to_pydict()
+    rows = list(zip(writes["#source"], writes["#target"], strict=True))
+    seeds = None
+    if with_seeds:  # every 3rd writes row, and the first twice
+        picked = rows[::3] + rows[:1]
+        seeds = tmp_path / "seeds.csv"
+        seeds.write_text(
+            "#source,#target\n" + "".join(f"{s.decode()},{t.decode()}\n" for s, t in picked)
+        )
+    out = tmp_path / "e.json"
+    argv = ["--graph_schema", schema, "--sampling_spec", str(spec), "--seed_edge_set", "writes"]
+    argv += ["--negatives_per_seed", str(negatives), "--probe_seeds", "96", "--json", str(out)]
+    argv += ["--input_seeds", str(seeds)] if seeds else []
+    assert estimate_cli.main([*argv, "--progress_interval", "0"]) == 0
+    printed = capsys.readouterr().out
+    seed_edges = len(picked) if with_seeds else len(rows)
+    assert f"seeds:   {seed_edges:,} seed edges" in printed
+    assert f"method:  probe of 96 seed edges{' and 96 negatives' if negatives else ''}" in printed
+    assert "papers (writes, 4)" in printed
+    predicted = json.loads(out.read_text())
+    real = link_truth(schema, str(spec), negatives, seeds=str(seeds) if seeds else None)
+    assert predicted["num_seeds"] == real["count"] == seed_edges * (1 + negatives)
+    assert predicted["nodes_per_subgraph"]["_readout"] == 1.0
+    nodes = sum(predicted["nodes_per_subgraph"].values())
+    edges = sum(predicted["edges_per_subgraph"].values())
+    errors = {
+        "bytes": relative_error(predicted["total_bytes"], real["bytes"]),
+        "nodes": relative_error(nodes, real["nodes"]),
+        "edges": relative_error(edges, real["edges"]),
+    }
+    print(errors)
+    assert max(errors.values()) < TOLERANCE, errors

@@ -10,13 +10,12 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.testing.util import assert_that, equal_to
 
 from sampler.beam import SampledExamples, SampleGraphTensors
-from sampler.io.graph_tables import read_seed_pairs
-from sampler.sample import in_memory, link
-from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph
+from sampler.sample import link
+from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
-from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools import synthetic
+from tests import pipeline_helpers as helpers
 from tests.pipeline_helpers import oracle_records
 
 LINK_SPEC = """
@@ -59,18 +58,15 @@ def mag_links(tmp_path_factory):
 
 def link_oracle_records(schema, spec, seed, negatives, keep, input_seeds=None) -> list[bytes]:
     """The in-memory link kernel's records (what `--runner InMemory` writes)."""
-    graph = load_graph(schema)
-    plan = make_plan(graph, load_sampling_spec(spec), "edge", "writes")
-    mem = in_memory.load_dense_graph(graph, plan)
-    if input_seeds:
-        seeds = link.make_link_seeds(*read_seed_pairs(input_seeds))
-    else:
-        seeds = link.seeds_from_adjacency(mem, plan)
-    specs = encode_specs(link.link_output_schema(graph.schema, plan))
-    subgraphs = link.sample_links_in_memory(
-        graph, plan, mem, seeds, Randomness(seed), collections.Counter(), negatives, keep
+    return helpers.link_oracle_records(
+        schema,
+        spec,
+        "writes",
+        seed=seed,
+        negatives=negatives,
+        keep=keep,
+        input_seeds=input_seeds,
     )
-    return [encode_subgraph(s, specs) for s in subgraphs]
 
 
 def run_links(schema, spec, expected, seed=5, **options) -> None:
@@ -120,7 +116,9 @@ def test_link_examples_from_input_seeds_keep_seed_edges(mag_links):
     assert any(has_seed_edge(s) for s in decode_links(schema, spec, kept))
     assert not any(has_seed_edge(s) for s in decode_links(schema, spec, dropped))
     run_links(schema, spec, kept, seed_edge_set="writes", input_seeds=seeds, keep_seed_edges=True)
-    run_links(schema, spec, dropped, seed_edge_set="writes", input_seeds=seeds)
+    run_links(
+        schema, spec, dropped, seed_edge_set="writes", input_seeds=seeds, placement="topology"
+    )
 
 
 def test_link_options_are_checked(mag, mag_links):

@@ -344,8 +344,10 @@ def test_validate_and_estimate(tmp_path, capsys):
     assert "seed op 'seed' on the edges of 'writes' (author -> paper)" in out
     assert validate.main(flags[:4]) == 1  # no --seed_edge_set: the spec check fails
     assert "needs --seed_edge_set" in capsys.readouterr().out
-    assert estimate.main(flags) == 2
-    assert "estimate does not support symmetric_link_seed_op" in capsys.readouterr().err
+    assert estimate.main([*flags, "--probe_seeds", "2", "--negatives_per_seed", "1"]) == 0
+    assert "seeds:   3 seed edges (every edge of 'writes'), x (1 + 1 negatives): 6 examples" in (
+        capsys.readouterr().out
+    )
 
 
 def test_bad_seed_rows_are_dead_letters(tmp_path):

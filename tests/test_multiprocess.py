@@ -6,7 +6,8 @@ tests/test_pipeline.py already compares a 2-process sample run with a single-pro
 partition methods. These runs cover the rest: the sample stage's two graph placements
 across processes, with node aggregation, weighted strategies and duplicated input seeds,
 against the in-memory oracle (equal to a single-process run, tests/test_pipeline.py);
-and a partition run with the balancing options.
+link seeds with negatives on both placements that take them (equal to a single-process run,
+tests/test_link_placement.py); and a partition run with the balancing options.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import psutil
 import pytest
 
 from sampler.tools import synthetic
-from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
+from tests.pipeline_helpers import link_oracle_records, oracle_records, read_records, run_pipeline
+from tests.test_library import LINK_SPEC
 
 TWO_PROCESSES = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
@@ -117,6 +119,49 @@ def test_sample_on_two_worker_processes_equals_the_oracle(
         schema, spec, aggregation, seed=13, input_seeds=seeds if with_seeds else None
     )
     assert len(expected) == (8 if with_seeds else 300)
+    assert sorted(got) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    "placement, aggregation, negatives, with_seeds",
+    [("worker", "edge", 2, False), ("topology", "node", 1, True)],
+)
+def test_link_samples_on_two_worker_processes_equal_the_oracle(
+    tmp_path, placement, aggregation, negatives, with_seeds
+):
+    """Link seeds (symmetric_link_seed_op) with negatives: the negatives' random draws and the
+    repeats' numbering must not depend on which process samples a bucket."""
+    graph = synthetic.generate_mag(40, seed=3, feature_dim=3, all_node_features=True)
+    schema = synthetic.write_graph(graph, str(tmp_path / "g"), fmt="parquet", num_shards=2)
+    spec = tmp_path / "link.pbtxt"
+    spec.write_text(LINK_SPEC)
+    writes = graph.tables["writes"].to_pydict()
+    pairs = list(zip(writes["#source"], writes["#target"], strict=True))
+    seeds = tmp_path / "g" / "seeds.csv"  # an input folder: outputs go beside it
+    picked = [pairs[i] for i in (0, 3, 3, 7, 11, 0, 20)]
+    seeds.write_text(
+        "#source,#target\n" + "".join(f"{s.decode()},{t.decode()}\n" for s, t in picked)
+    )
+    extra = ["--input_seeds", str(seeds)] if with_seeds else []
+    flags = ["--graph_placement", placement, "--edge_aggregation_method", aggregation]
+    flags += ["--seed_edge_set", "writes", "--negatives_per_seed", str(negatives), "--seed", "13"]
+    flags += ["--num_shards", "5", "--num_buckets", "4", *extra]
+    out = tmp_path / "out"
+    workers = sdk_worker_processes_during(
+        lambda: run_pipeline(schema, str(spec), f"{out}/samples@3", *flags, *TWO_PROCESSES)
+    )
+    assert len(workers) >= 2, f"expected 2 SDK worker processes, saw {workers}"
+    got = read_records(f"{out}/samples-*-of-00003")
+    expected = link_oracle_records(
+        schema,
+        str(spec),
+        "writes",
+        seed=13,
+        negatives=negatives,
+        input_seeds=str(seeds) if with_seeds else None,
+        aggregation=aggregation,
+    )
+    assert len(expected) == (len(picked) if with_seeds else len(pairs)) * (1 + negatives)
     assert sorted(got) == sorted(expected)
 
 

@@ -8,6 +8,8 @@ import os
 import pytest
 
 from pipelines import sample as sample_cli
+from sampler.errors import UserError
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools import synthetic
 
@@ -45,3 +47,38 @@ def test_an_explicit_placement_is_kept_whatever_the_budget(featured_graph, capsy
     args = argparse.Namespace(graph_placement="worker", worker_memory_mb=0.001)
     assert sample_cli.placement(graph, args) == "worker"
     assert capsys.readouterr().out == ""
+
+
+LINK_SPEC = """
+symmetric_link_seed_op { op_name: "seed" }
+sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" sample_size: 3
+  strategy: RANDOM_UNIFORM }
+"""
+
+
+@pytest.mark.parametrize(
+    "budget, expected",
+    [
+        (lambda whole, paper: whole * 1.01, "worker"),
+        (lambda whole, paper: whole - paper / 2, "topology"),
+        (lambda whole, paper: (whole - paper) / 2, None),  # only sharded would fit: refused
+    ],
+)
+def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
+    featured_graph, tmp_path, capsys, budget, expected
+):
+    graph, whole, paper = featured_graph
+    spec = tmp_path / "link.pbtxt"
+    spec.write_text(LINK_SPEC)
+    plan = make_plan(graph, load_sampling_spec(str(spec)), "edge", "writes")
+    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget(whole, paper))
+    if expected is None:
+        with pytest.raises(UserError) as error:
+            sample_cli.placement(graph, args, plan)
+        message = str(error.value)
+        assert "\n" not in message and "--worker_memory_mb" in message
+        assert "link seeds (symmetric_link_seed_op) do not support the sharded placement" in message
+        assert capsys.readouterr().out == ""
+        return
+    assert sample_cli.placement(graph, args, plan) == expected
+    assert capsys.readouterr().out.startswith(f"graph placement: {expected}: ")

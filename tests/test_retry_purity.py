@@ -13,13 +13,20 @@ import uuid
 import apache_beam as beam
 import numpy as np
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.utils import shared
 
 from sampler import ids, shards
 from sampler.batches import EdgeBatch, SampleNodes
+from sampler.beam.sample.on_workers import SampleOnWorkers
 from sampler.beam.sample.sharded import SampleOp
+from sampler.sample import in_memory, link
 from sampler.sample.adjacency import build_adjacency
-from sampler.sample.plan import RANDOM_UNIFORM, Op
+from sampler.sample.plan import RANDOM_UNIFORM, Op, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
+from sampler.schema import load_graph
+from sampler.tools import synthetic
+from tests.pipeline_helpers import link_oracle_records
+from tests.test_library import LINK_SPEC
 
 
 def _edges(n_nodes=30, n_edges=600, seed=0):
@@ -74,12 +81,15 @@ class FailFirstAttempt(beam.DoFn):
         self._token = token
         self._keys: list = []
 
+    def setup(self):
+        self._inner.setup()
+
     def start_bundle(self):
         self._keys = []
 
-    def process(self, element):
+    def process(self, element, *side):
         self._keys.append(element[0])
-        yield from self._inner.process(element)
+        yield from self._inner.process(element, *side)
 
     def finish_bundle(self):
         key = (self._token, tuple(sorted(self._keys)))
@@ -117,6 +127,42 @@ def test_a_retried_bundle_yields_the_same_records():
         assert_that(got, equal_to(expected))
     tried = {k: n for k, n in FailFirstAttempt.attempts.items() if k[0] == token}
     assert tried and all(n == 2 for n in tried.values())  # every bundle failed, then passed
+
+
+def test_a_retried_link_bucket_yields_the_same_records(tmp_path):
+    """The `worker` placement's bucket DoFn with link seeds and negatives (the graph as side
+    inputs, shared per process), every bundle failing once: the records of the in-memory
+    sampler, no more, no fewer."""
+    graph = synthetic.generate_mag(20, seed=2, feature_dim=2)
+    schema = synthetic.write_graph(graph, str(tmp_path / "g"), fmt="parquet")
+    spec = tmp_path / "link.pbtxt"
+    spec.write_text(LINK_SPEC)
+    info = load_graph(schema)
+    plan = make_plan(info, load_sampling_spec(str(spec)), "edge", "writes")
+    nodes, adjacency = in_memory.load_tables(info, plan)
+    seeds = link.make_link_seeds(*link.edge_pairs(adjacency["writes"]))
+    elements = [(int(b), [seeds.take(index)]) for b, index in shards.by_bucket(seeds.sample, 3)]
+    expected = link_oracle_records(schema, str(spec), "writes", seed=11, negatives=2)
+    assert len(expected) == 3 * len(seeds) and len(elements) == 3
+    fn = SampleOnWorkers._SampleBucket(
+        info, plan, Randomness(11), 512, shared.Shared(), uuid.uuid4().hex, link.LinkSampling(2)
+    )
+    token = uuid.uuid4().hex
+    with beam.Pipeline(runner="BundleBasedDirectRunner") as pipeline:
+        side = [
+            beam.pvalue.AsIter(pipeline | f"Side/{name}" >> beam.Create([table[name]]))
+            for table, names in ((adjacency, info.edge_sets), (nodes, info.node_sets))
+            for name in names
+        ]
+        got = (
+            pipeline
+            | beam.Create(elements, reshuffle=False)
+            | beam.ParDo(FailFirstAttempt(fn, token), *side)
+            | beam.FlatMap(lambda batch: batch[2])
+        )
+        assert_that(got, equal_to(expected))
+    tried = {k: n for k, n in FailFirstAttempt.attempts.items() if k[0] == token}
+    assert tried and all(n == 2 for n in tried.values())
 
 
 def _tuples(edges):

@@ -16,7 +16,7 @@ import numpy as np
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
 from sampler.node_table import build_node_table
-from sampler.sample.adjacency import build_adjacency
+from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.dense import DenseGraph, densify, sample_chunk
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
@@ -28,6 +28,12 @@ InMemoryGraph = DenseGraph
 
 def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
     """Reads every table once and builds node tables and dense adjacency lists."""
+    return densify(graph, *load_tables(graph, plan))
+
+
+def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, Adjacency]]:
+    """Every table read once: node tables and fingerprint-keyed adjacency lists (with the
+    edges whose endpoint is missing, which `densify` drops)."""
     node_parts: dict[str, list[NodeBatch]] = collections.defaultdict(list)
     for name, info in graph.node_sets.items():
         if info.filename:
@@ -49,7 +55,20 @@ def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
         name: build_node_table(NodeBatch.concat(node_parts[name], info.features))
         for name, info in graph.node_sets.items()
     }
-    return densify(graph, node_tables, adjacency)
+    return node_tables, adjacency
+
+
+class NodeSeedSampling:
+    """Node seeds, as the `worker` and `topology` placements sample them (the pipeline's
+    counterpart is `sampler.sample.link.LinkSampling`): `sample_in_memory` on one bucket."""
+
+    seeds_type = Seeds
+
+    def output_schema(self, schema, plan: SamplingPlan):
+        return schema
+
+    def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        return sample_in_memory(graph, plan, dense, seeds, randomness, counters, chunk_size)
 
 
 def sample_in_memory(

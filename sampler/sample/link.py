@@ -20,6 +20,17 @@ pair go. Ops drop such an edge after choosing (so that frontier row keeps one ed
 do not expand through it; node aggregation's induced edges are filtered the same way.
 Negatives get the same treatment, so a model cannot tell them apart by the missing edge.
 
+Ids: an example's `seed_id` is `<source id>-><target id>`, its sample id the same plus `:<k>`
+for the k-th repeat of a pair (k >= 1) and, for its negatives, `#neg<k>`. Node ids are
+written there with `%`, `>`, `:` and `#` percent-escaped (`escape_id`; `urllib.parse.unquote`
+undoes it), so two different pairs never share a sample id (`a:1->b` and `a->1:b` would).
+Ids without those characters appear unchanged; the `#id` features of the nodes are never
+escaped.
+
+Seeds: the rows of a `#source`, `#target` table, or every edge of the seed edge set
+(`edge_pairs`, edges whose endpoint is not in its node set included). A seed whose endpoint
+is missing is counted in `seeds_not_in_node_set` and gives no example, on every placement.
+
 Negatives (`negatives`, K): per positive, K examples with label 0, sample id
 `<positive sample id>#neg<k>`, the same source and a target drawn uniformly from the target
 node set's rows, the k-th draw of the stream `Randomness.negatives(sample key)`: a pure
@@ -31,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 from collections.abc import Iterator
 
 import numpy as np
@@ -38,6 +50,7 @@ import numpy as np
 from sampler import ids
 from sampler.arrays import expand_ranges
 from sampler.batches import NodeBatch, bytes_array, take_features
+from sampler.sample.adjacency import Adjacency
 from sampler.sample.assemble import group_bounds, unique_edges
 from sampler.sample.dense import DenseGraph, _induced, _Members, _picked_edges, sample_op
 from sampler.sample.plan import NODE, SamplingPlan
@@ -50,6 +63,7 @@ READOUT_SOURCE = "_readout/source"
 READOUT_TARGET = "_readout/target"
 LABEL = "label"
 NEG = b"#neg"
+ARROW = b"->"
 
 
 @dataclasses.dataclass
@@ -99,8 +113,17 @@ def make_link_seeds(source: np.ndarray, target: np.ndarray) -> LinkSeeds:
     return LinkSeeds(sample, source, target, occurrence)
 
 
+def edge_pairs(adj: Adjacency) -> tuple[np.ndarray, np.ndarray]:
+    """(source fps, target fps) of every edge of a fingerprint-keyed adjacency (a shard, or a
+    whole edge set), edges with an endpoint missing from its node set included: the default
+    seeds of every placement and of the in-memory sampler, which reject those alike."""
+    owner, positions = expand_ranges(adj.starts, adj.degrees)
+    return adj.nodes[owner], adj.targets[positions]
+
+
 def seeds_from_adjacency(dg: DenseGraph, plan: SamplingPlan) -> LinkSeeds:
-    """Every edge of the seed edge set (parallel edges are repeats of their pair)."""
+    """Every edge of the seed edge set kept in `dg` (parallel edges are repeats of their
+    pair); edges with a missing endpoint are not in `dg` (see `edge_pairs`)."""
     link = plan.link
     adj = dg.adjacency[link.edge_set]
     src_rows = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
@@ -224,28 +247,25 @@ def sample_link_chunk(
     counters["seeds_not_in_node_set"] += int((~found).sum())
     keep = np.flatnonzero(found)
     seeds, src_rows, dst_rows = seeds.take(keep), src_rows[keep], dst_rows[keep]
-    positive_ids = _sample_ids(dg, plan, src_rows, dst_rows, seeds.occurrence)
+    positive_ids = [
+        pair + (b":" + str(k).encode() if k else b"")
+        for pair, k in zip(
+            _pair_ids(dg, plan, src_rows, dst_rows), seeds.occurrence.tolist(), strict=True
+        )
+    ]
     keys, src_rows, dst_rows, labels, neg_index = _negatives(
         plan, dg, seeds, src_rows, dst_rows, negatives, randomness, counters
     )
     n = len(keys)
-    sample_ids = np.concatenate([positive_ids, np.repeat(positive_ids, max(negatives, 0))])
+    repeats = np.repeat(np.arange(len(positive_ids)), max(negatives, 0)).tolist()
     sample_ids = bytes_array(
-        [
-            sid if j < 0 else sid + NEG + str(j).encode()
-            for sid, j in zip(sample_ids.tolist(), neg_index.tolist(), strict=True)
+        positive_ids
+        + [
+            positive_ids[i] + NEG + str(j).encode()
+            for i, j in zip(repeats, neg_index[len(positive_ids) :].tolist(), strict=True)
         ]
     )
-    seed_ids = bytes_array(
-        [
-            a + b"->" + b
-            for a, b in zip(
-                dg.nodes[link.source].rows.ids[src_rows].tolist(),
-                dg.nodes[link.target].rows.ids[dst_rows].tolist(),
-                strict=True,
-            )
-        ]
-    )
+    seed_ids = bytes_array(_pair_ids(dg, plan, src_rows, dst_rows))
     exclusions = _Exclusions(graph, plan, src_rows, dst_rows, not keep_seed_edges)
     sample_all = np.arange(n)
     seed_parts = {link.source: [(sample_all, src_rows)]}
@@ -299,16 +319,50 @@ def sample_link_chunk(
     yield from slice_subgraphs(sample_ids, seed_ids, node_rows, edge_rows, counters)
 
 
-def _sample_ids(dg, plan, src_rows, dst_rows, occurrence) -> np.ndarray:
-    """`<source id>-><target id>`, and `:<k>` for the k-th repeat of a pair."""
+def escape_id(node_id: bytes) -> bytes:
+    """A node id as it appears in link seed and sample ids: `%`, `>`, `:` and `#` are
+    percent-escaped (`urllib.parse.unquote` undoes it), so that `->`, `:<k>` and `#neg<k>`
+    can only be separators; other ids appear unchanged."""
+    for char, code in _ESCAPES:
+        if char in node_id:
+            node_id = node_id.replace(char, code)
+    return node_id
+
+
+_ESCAPES = ((b"%", b"%25"), (b">", b"%3E"), (b":", b"%3A"), (b"#", b"%23"))
+
+
+def _pair_ids(dg, plan, src_rows, dst_rows) -> list[bytes]:
+    """`<source id>-><target id>` per (source row, target row), ids escaped (escape_id)."""
     src = dg.nodes[plan.link.source].rows.ids[src_rows].tolist()
     dst = dg.nodes[plan.link.target].rows.ids[dst_rows].tolist()
-    return bytes_array(
-        [
-            a + b"->" + b + (b":" + str(k).encode() if k else b"")
-            for a, b, k in zip(src, dst, occurrence.tolist(), strict=True)
-        ]
-    )
+    return [escape_id(a) + ARROW + escape_id(b) for a, b in zip(src, dst, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class LinkSampling:
+    """Link seeds, as the `worker` and `topology` placements sample them (the counterpart of
+    `sampler.sample.in_memory.NodeSeedSampling`): `sample_links_in_memory` on one bucket."""
+
+    negatives: int = 0
+    keep_seed_edges: bool = False
+    seeds_type: typing.ClassVar = LinkSeeds
+
+    def output_schema(self, schema, plan: SamplingPlan):
+        return link_output_schema(schema, plan)
+
+    def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        return sample_links_in_memory(
+            graph,
+            plan,
+            dense,
+            seeds,
+            randomness,
+            counters,
+            self.negatives,
+            self.keep_seed_edges,
+            chunk_size,
+        )
 
 
 def sample_links_in_memory(

@@ -26,6 +26,10 @@ The model, op by op in plan order (all expectations are per subgraph):
 What the model does not see: locality beyond backtracking (triangles, communities),
 which makes real subgraphs somewhat smaller than predicted, and TOP_K / RANDOM_WEIGHTED
 edges with weight <= 0 (counted as if they could be drawn).
+
+Link seeds (edge set E from S to T): the seed draws a T node along E and an S node along E's
+reversed twin if any (else uniformly); the seed edge is not removed (the probe removes it).
+A link example adds `_readout` (one node) and its two edge sets (one edge each).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import math
 import numpy as np
 
 from sampler.sample.encode import ID, SAMPLE_ID_KEY, SEED_ID_KEY, SIZE, SOURCE, TARGET
+from sampler.sample.link import LABEL, READOUT, READOUT_SOURCE, READOUT_TARGET
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.schema import GraphInfo
 from sampler.tools.degree_stats import UNIFORM, DegreeStats, Histogram
@@ -178,14 +183,26 @@ def _reverses(graph: GraphInfo, a: str, b: str) -> bool:
     )
 
 
+def _seed_draws(graph: GraphInfo, plan: SamplingPlan) -> list[Draws]:
+    """The seed node, or a link seed's two ends (see the module docstring)."""
+    if plan.link is None:
+        return [Draws(plan.seed_op, plan.seed_set, 1.0, UNIFORM)]
+    seed_set = plan.link.edge_set
+    twins = [name for name in graph.edge_sets if _reverses(graph, seed_set, name)]
+    return [
+        Draws(plan.seed_op, plan.link.source, 1.0, twins[0] if twins else UNIFORM),
+        Draws(plan.seed_op, plan.link.target, 1.0, seed_set),
+    ]
+
+
 def estimate(graph: GraphInfo, plan: SamplingPlan, stats: DegreeStats, num_seeds: int) -> Estimate:
     """Expected nodes, edges and bytes per subgraph and per op (see the module docstring)."""
-    produced: dict[str, Draws] = {plan.seed_op: Draws(plan.seed_op, plan.seed_set, 1.0, UNIFORM)}
+    produced: dict[str, list[Draws]] = {plan.seed_op: _seed_draws(graph, plan)}
     inputs_of = {plan.seed_op: ()}
     ops = []
     edges = dict.fromkeys(graph.edge_sets, 0.0)
     for op in plan.ops:
-        comps = [produced[name] for name in op.inputs]
+        comps = [d for name in op.inputs for d in produced[name] if d.node_set == op.source]
         frontier = distinct_nodes(stats, op.source, comps)
         alone = [distinct_nodes(stats, op.source, [c]) for c in comps]
         fanouts = stats.node_sets[op.source].fanout
@@ -202,13 +219,13 @@ def estimate(graph: GraphInfo, plan: SamplingPlan, stats: DegreeStats, num_seeds
                 back += comp.count * mean_back_probability(hist, op.sample_size)
                 origin += inputs_of[comp.op]
         back = min(back, sampled)
-        produced[op.name] = Draws(op.name, op.target, sampled, op.edge_set, back, origin)
+        produced[op.name] = [Draws(op.name, op.target, sampled, op.edge_set, back, origin)]
         inputs_of[op.name] = op.inputs
         ops.append(OpEstimate(op.name, op.edge_set, op.sample_size, frontier, sampled, back))
         edges[op.edge_set] += sampled
     nodes = {}
     for name in graph.node_sets:
-        draws = [d for d in produced.values() if d.node_set == name]
+        draws = [d for ds in produced.values() for d in ds if d.node_set == name]
         nodes[name] = distinct_nodes(stats, name, draws)
     if plan.aggregation == NODE:
         for name, info in graph.edge_sets.items():
@@ -216,7 +233,9 @@ def estimate(graph: GraphInfo, plan: SamplingPlan, stats: DegreeStats, num_seeds
             mean_out = mean_take(stats.edge_sets[name].out_hist, 2**62)
             induced = nodes[info.source] * mean_out * (nodes[info.target] / max(n_target, 1))
             edges[name] = max(edges[name], induced)
-    set_bytes, record = example_bytes(graph, stats, plan.seed_set, nodes, edges)
+    if plan.link is not None:
+        nodes[READOUT] = edges[READOUT_SOURCE] = edges[READOUT_TARGET] = 1.0
+    set_bytes, record = example_bytes(graph, stats, plan, nodes, edges)
     return Estimate(num_seeds, ops, nodes, edges, set_bytes, record, plan.aggregation)
 
 
@@ -274,13 +293,8 @@ def calibrate(
     per_set = collections.defaultdict(list)
     records = []
     for i in range(len(probe)):
-        set_bytes, record = example_bytes(
-            graph,
-            stats,
-            plan.seed_set,
-            {name: float(v[i]) for name, v in probe.nodes.items()},
-            {name: float(v[i]) for name, v in probe.edges.items()},
-        )
+        sizes = [{name: float(v[i]) for name, v in d.items()} for d in (probe.nodes, probe.edges)]
+        set_bytes, record = example_bytes(graph, stats, plan, *sizes)
         records.append(record)
         for key, value in set_bytes.items():
             per_set[key].append(value)
@@ -341,13 +355,16 @@ def _bytes_value(length: float) -> float:
 def example_bytes(
     graph: GraphInfo,
     stats: DegreeStats,
-    seed_set: str,
+    plan: SamplingPlan,
     nodes: dict[str, float],
     edges: dict[str, float],
 ) -> tuple[dict[str, float], float]:
     """({set: bytes}, bytes of the whole tf.Example) for a subgraph of the given sizes."""
     out = {}
-    seed_id = stats.node_sets[seed_set].id_bytes
+    seed_id = stats.node_sets[plan.seed_set].id_bytes
+    if plan.link is not None:  # `<source id>-><target id>`, and a link example's readout
+        seed_id += 2 + stats.node_sets[plan.link.target].id_bytes
+        out.update(_readout_bytes(seed_id))
     out["context"] = sum(
         _entry(key, _list_feature("bytes", _bytes_value(seed_id)))
         for key in (SEED_ID_KEY, SAMPLE_ID_KEY)
@@ -377,6 +394,18 @@ def example_bytes(
     features = sum(out.values())
     record = 1 + varint_len(round(features)) + features
     return out, record
+
+
+def _readout_bytes(seed_id: float) -> dict[str, float]:
+    """A link example's `_readout` node (`#id`: the sample id, `label`) and its two edges."""
+    prefix = f"nodes/{READOUT}."
+    node = _entry(prefix + SIZE, _list_feature("int", 1))
+    node += _entry(prefix + ID, _list_feature("bytes", _bytes_value(seed_id)))
+    out = {f"nodes/{READOUT}": node + _entry(prefix + LABEL, _list_feature("int", 1))}
+    for name in (READOUT_SOURCE, READOUT_TARGET):  # one edge; its ends mostly index 0
+        keys = (f"edges/{name}.{k}" for k in (SIZE, SOURCE, TARGET))
+        out[f"edges/{name}"] = sum(_entry(key, _list_feature("int", 1)) for key in keys)
+    return out
 
 
 # --------------------------------------------------------------------------- workers

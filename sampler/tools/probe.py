@@ -8,7 +8,9 @@ level is one more than its inputs'); each level reads the edge tables its ops us
 level's frontier nodes only, and applies `sampler.sample.sampling.sample_frontier` to them, so a
 probe subgraph has exactly the sizes the pipeline gives that seed with the same --seed.
 Memory is proportional to the probe's neighbourhoods, not to the graph. With node
-aggregation, one more pass collects the induced edges.
+aggregation, one more pass collects the induced edges. Link seeds (`run_link_probe`): the
+seed op yields both ends of each seed edge, whose pair is dropped from its own subgraph as
+`sampler.sample.link` does; negatives are probed as pairs with a uniform target (`mixed`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from sampler import ids
 from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
 from sampler.io import graph_tables
+from sampler.sample import link
 from sampler.sample.adjacency import Adjacency, build_adjacency, make_seeds
 from sampler.sample.plan import NODE, WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
@@ -114,10 +117,87 @@ def run_probe(
     progress: Callable[[str, int], None] | None = None,
 ) -> ProbeResult:
     """Samples the subgraphs of `seed_ids` (object array of bytes) and returns their sizes."""
-    report = progress or (lambda table, rows: None)
     seeds = make_seeds(seed_ids)
+    nodes = {plan.seed_set: SampleNodes(seeds.sample, seeds.node)}
+    return _probe(graph, plan, seeds.sample, seeds.sample_id, nodes, seed, progress)
+
+
+def run_link_probe(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    source: np.ndarray,
+    target: np.ndarray,
+    seed: int = 0,
+    progress: Callable[[str, int], None] | None = None,
+    keep_seed_edges: bool = False,
+) -> ProbeResult:
+    """The sizes of the link examples of (source fp, target fp) pairs: the seed op yields both
+    endpoints, and each example's pair is dropped from its own subgraph (`sampler.sample.link`)
+    unless `keep_seed_edges`. The `_readout` sets count one node and one edge each."""
+    seeds = link.make_link_seeds(source, target)
     order = np.argsort(seeds.sample)
-    keys = seeds.sample[order]
+    seeds = seeds.take(order)
+    ends = {plan.link.source: [SampleNodes(seeds.sample, seeds.source)]}
+    ends.setdefault(plan.link.target, []).append(SampleNodes(seeds.sample, seeds.target))
+    nodes = {name: SampleNodes.concat(parts) for name, parts in ends.items()}
+    exclusions = link._Exclusions(graph, plan, seeds.source, seeds.target, not keep_seed_edges)
+
+    def excluded(edge_set, sample, u, v):
+        return exclusions.mask(edge_set, np.searchsorted(seeds.sample, sample), u, v)
+
+    sample_ids = [f"{s:016x}".encode() for s in seeds.sample.tolist()]
+    result = _probe(graph, plan, seeds.sample, sample_ids, nodes, seed, progress, excluded)
+    ones = np.ones(len(seeds), np.int64)
+    result.nodes[link.READOUT] = ones
+    result.edges[link.READOUT_SOURCE] = result.edges[link.READOUT_TARGET] = ones
+    return result
+
+
+def probe_pairs(graph, plan, input_seeds: str | None, count: int, progress=None):
+    """(source fps, target fps) of `count` seed edges drawn uniformly (a pure function of the
+    rows), and the number of seed edges: the rows of `input_seeds` or of the seed edge set."""
+    if input_seeds:
+        batches = [graph_tables.read_seed_pairs(input_seeds)]
+    else:
+        info = graph.edge_sets[plan.link.edge_set]
+        batches = (
+            (batch.src, batch.dst)
+            for path, fmt in graph_tables.table_files(info.filename)
+            for batch, _ in graph_tables.read_edge_file(
+                path, fmt, dataclasses.replace(info, features={})
+            )
+        )
+    keys, source, target, rows = (np.zeros(0, np.uint64),) * 3 + (0,)
+    for src, dst in batches:
+        row = np.arange(rows, rows + len(src), dtype=np.uint64)
+        rows += len(src)
+        keys = np.concatenate([keys, ids.mix(ids.combine(src, dst, row))])
+        source, target = np.concatenate([source, src]), np.concatenate([target, dst])
+        keep = np.argsort(keys, kind="stable")[:count]
+        keys, source, target = keys[keep], source[keep], target[keep]
+        if progress is not None:
+            progress(input_seeds or graph.edge_sets[plan.link.edge_set].filename, rows)
+    return source, target, rows
+
+
+def mixed(positives: ProbeResult, negatives: ProbeResult, k: int) -> ProbeResult:
+    """One probe of positives and negatives in the proportion 1 : k (negatives repeated)."""
+    parts = [positives] + [negatives] * (k if len(negatives) else 0)
+
+    def cat(attr):
+        names = getattr(positives, attr)
+        return {n: np.concatenate([getattr(p, attr)[n] for p in parts]) for n in names}
+
+    sample_ids = [i for p in parts for i in p.sample_ids]
+    return ProbeResult(sample_ids, *(cat(a) for a in ("nodes", "edges", "op_frontier", "op_edges")))
+
+
+def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=None):
+    """Samples from `seed_nodes` (node set -> the seed op's (sample, node)) level by level;
+    `excluded(edge set, sample, source, target)` marks edges to drop (link seeds)."""
+    report = progress or (lambda table, rows: None)
+    order = np.argsort(keys)
+    keys = keys[order]
     count = len(keys)
 
     def per_sample(sample: np.ndarray) -> np.ndarray:
@@ -125,13 +205,15 @@ def run_probe(
             return np.zeros(count, np.int64)
         return np.bincount(np.searchsorted(keys, sample), minlength=count)
 
-    produced = {plan.seed_op: SampleNodes(seeds.sample, seeds.node)}
+    produced: dict[str, SampleNodes] = {}
     sampled: dict[str, list[SampledEdges]] = collections.defaultdict(list)
     op_frontier, op_edges = {}, {}
     weighted = plan.weighted_edge_sets()
     for level in op_levels(plan):
         frontiers = {
-            op.name: SampleNodes.concat([produced[name] for name in op.inputs]).unique()
+            op.name: SampleNodes.concat(
+                [seed_nodes[op.source] if n == plan.seed_op else produced[n] for n in op.inputs]
+            ).unique()
             for op in level
         }
         wanted = collections.defaultdict(list)
@@ -148,6 +230,8 @@ def run_probe(
                 op_key=op.key,
                 randomness=Randomness(seed),
             )
+            if excluded is not None:
+                edges = edges.take(~excluded(op.edge_set, edges.sample, edges.src, edges.dst))
             produced[op.name] = SampleNodes(edges.sample, edges.dst)
             sampled[op.edge_set].append(edges)
             op_frontier[op.name] = per_sample(frontiers[op.name].sample)
@@ -155,6 +239,7 @@ def run_probe(
     present: dict[str, SampleNodes] = {}
     for name in graph.node_sets:
         parts = [found for op, found in produced.items() if plan.output_set(op) == name]
+        parts += [seed_nodes[name]] if name in seed_nodes else []
         present[name] = SampleNodes.concat(parts).unique()
     nodes = {name: per_sample(rows.sample) for name, rows in present.items()}
     if plan.aggregation == NODE:
@@ -170,6 +255,8 @@ def run_probe(
             wanted_pairs = ids.combine(found.sample, found.dst)
             pos = np.minimum(np.searchsorted(pairs, wanted_pairs), max(len(pairs) - 1, 0))
             keep = pairs[pos] == wanted_pairs if len(pairs) else np.zeros(len(found), bool)
+            if excluded is not None:
+                keep &= ~excluded(name, found.sample, found.src, found.dst)
             edges[name] = per_sample(_unique_edges(found.sample[keep], found.edge_key[keep]))
     else:
         edges = {}
@@ -184,5 +271,4 @@ def run_probe(
                     np.concatenate([p.edge_key for p in parts]),
                 )
             )
-    sample_ids = seeds.sample_id[order].tolist()
-    return ProbeResult(sample_ids, nodes, edges, op_frontier, op_edges)
+    return ProbeResult([sample_ids[i] for i in order], nodes, edges, op_frontier, op_edges)

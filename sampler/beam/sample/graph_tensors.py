@@ -23,6 +23,8 @@ from sampler.beam.sample.seeds import RejectedSeeds, SeedsFromIds, SeedsFromNode
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.errors import UserError
+from sampler.sample.in_memory import NodeSeedSampling
+from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -74,55 +76,50 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
+    if plan.link is not None and options.placement == "sharded":
+        raise UserError(SHARDED_LINKS)
     read_graph = ReadGraph(
         graph, plan, options.num_shards, options.placement == "sharded", options.max_bad_records
     )
     read = root | "ReadGraph" >> read_graph
     bad_records = [read.bad_records]
-    if plan.link is not None:
-        return _sample_links(root, graph, plan, options, read, bad_records)
     rejected = None
-    if options.input_seeds:
+    if plan.link is not None:
+        seeds = _link_seeds(root, plan, options, read, bad_records)
+        kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
+    elif options.input_seeds:
         read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
         rejected = (seeds, read.tables[plan.seed_set]) | "RejectedSeeds" >> RejectedSeeds(
             plan.seed_set
         )
+        kernel = NodeSeedSampling()
     else:
         seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
+        kernel = NodeSeedSampling()
+    common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
     if options.placement == "worker":
-        sample = SampleOnWorkers(
-            graph, plan, randomness=options.randomness, num_buckets=options.num_buckets
-        )
+        sample = SampleOnWorkers(graph, plan, **common, kernel=kernel)
     elif options.placement == "topology":
         sample = SampleTopologyOnWorkers(
-            graph,
-            plan,
-            randomness=options.randomness,
-            num_shards=options.num_shards,
-            num_buckets=options.num_buckets,
+            graph, plan, **common, num_shards=options.num_shards, kernel=kernel
         )
     else:
-        sample = SampleSubgraphs(
-            graph,
-            plan,
-            randomness=options.randomness,
-            num_shards=options.num_shards,
-            num_buckets=options.num_buckets,
-        )
+        sample = SampleSubgraphs(graph, plan, **common, num_shards=options.num_shards)
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     return SampledBatches(batches, bad, rejected)
 
 
-def _sample_links(root, graph, plan, options, read, bad_records) -> SampledBatches:
-    """A symmetric_link_seed_op: seed edges from --input_seeds or the seed edge set."""
-    if options.placement != "worker":
-        raise UserError(
-            f"--graph_placement {options.placement} does not support symmetric_link_seed_op yet"
-            " (use worker, or --runner InMemory)"
-        )
+SHARDED_LINKS = (
+    "--graph_placement sharded does not support symmetric_link_seed_op yet"
+    " (use topology, whose workers hold the graph without node features, or worker)"
+)
+
+
+def _link_seeds(root, plan, options, read, bad_records) -> beam.PCollection:
+    """A symmetric_link_seed_op's (shard, LinkSeeds): from --input_seeds or the seed edge set."""
     if options.input_seeds:
         read_seeds = root | "ReadSeeds" >> link_beam.ReadSeedPairs(
             options.input_seeds, options.max_bad_records
@@ -131,18 +128,7 @@ def _sample_links(root, graph, plan, options, read, bad_records) -> SampledBatch
         bad_records.append(read_seeds.bad_records)
     else:
         pairs = link_beam.seed_pairs(read.adjacency, plan)
-    seeds = pairs | "Seeds" >> link_beam.LinkSeedsFromPairs(options.num_shards)
-    sample = link_beam.SampleLinksOnWorkers(
-        graph,
-        plan,
-        randomness=options.randomness,
-        num_buckets=options.num_buckets,
-        negatives=options.negatives_per_seed,
-        keep_seed_edges=options.keep_seed_edges,
-    )
-    bad = bad_records | "BadRecords" >> beam.Flatten()
-    batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
-    return SampledBatches(batches, bad)
+    return pairs | "Seeds" >> link_beam.LinkSeedsFromPairs(options.num_shards)
 
 
 def _records(batch: RecordBatch):
@@ -162,8 +148,8 @@ class SampleGraphTensors(beam.PTransform):
     Link prediction (a spec whose seed is `symmetric_link_seed_op`): `seed_edge_set` names the
     seed edges' edge set (--seed_edge_set), `input_seeds` a `#source`, `#target` table (default:
     every edge of that set), `negatives_per_seed` the label-0 examples per seed edge, and
-    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Placement
-    `worker` only.
+    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Placements
+    `worker` and `topology` (the same records); `sharded` raises ValueError.
     """
 
     def __init__(
@@ -201,9 +187,10 @@ class SampleGraphTensors(beam.PTransform):
         )
         if self.plan.link is None and (negatives_per_seed or keep_seed_edges):
             raise ValueError("negatives_per_seed and keep_seed_edges need a symmetric_link_seed_op")
-        if self.plan.link is not None and placement != "worker":
+        if self.plan.link is not None and placement == "sharded":
             raise ValueError(
-                f"placement {placement!r} does not support symmetric_link_seed_op yet (use worker)"
+                "placement 'sharded' does not support symmetric_link_seed_op yet"
+                " (use topology or worker)"
             )
 
     def expand(self, root):

@@ -11,7 +11,6 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from sampler.arrays import expand_ranges
-from sampler.batches import Seeds
 from sampler.beam.sample.sharded import (
     NAMESPACE,
     SEEDS,
@@ -27,7 +26,7 @@ from sampler.node_table import merge_node_tables
 from sampler.sample.adjacency import merge_adjacency
 from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs
-from sampler.sample.in_memory import sample_in_memory
+from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.topology import without_features
@@ -60,6 +59,9 @@ class SampleOnWorkers(beam.PTransform):
     graph (the sharded tables and adjacency as side inputs, merged once per process
     and shared across bundles), and samples a bucket of seeds completely, with the
     same kernels as the in-memory sampler. Nothing per sample is shuffled.
+
+    `kernel` says what a seed is: `NodeSeedSampling()` (default; seeds are (shard, Seeds)) or
+    `sampler.sample.link.LinkSampling` (seeds are (shard, LinkSeeds) of a link seed op).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class SampleOnWorkers(beam.PTransform):
         randomness: Randomness,
         num_buckets: int,
         chunk_size: int = 512,
+        kernel=None,
     ):
         super().__init__()
         self._graph = graph
@@ -77,6 +80,7 @@ class SampleOnWorkers(beam.PTransform):
         self._randomness = randomness
         self._num_buckets = num_buckets
         self._chunk_size = chunk_size
+        self._kernel = kernel or NodeSeedSampling()
 
     class _SampleBucket(beam.DoFn):
         def __init__(
@@ -87,6 +91,7 @@ class SampleOnWorkers(beam.PTransform):
             chunk_size: int,
             handle,
             tag: str,
+            kernel=None,
         ):
             self._graph = graph
             self._plan = plan
@@ -94,12 +99,13 @@ class SampleOnWorkers(beam.PTransform):
             self._chunk_size = chunk_size
             self._handle = handle
             self._tag = tag
+            self._kernel = kernel or NodeSeedSampling()
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
 
         def setup(self):
-            self._specs = encode_specs(self._graph.schema)
+            self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
 
         def process(self, bucket_parts, *side):
             bucket, subgraphs, counters = self.sample(bucket_parts, side)
@@ -126,9 +132,9 @@ class SampleOnWorkers(beam.PTransform):
             """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
             bucket, parts = bucket_parts
             loaded = self.graph_on_worker(side)
-            seeds = self.received_seeds(Seeds, parts)
+            seeds = self.received_seeds(self._kernel.seeds_type, parts)
             counters = collections.Counter()
-            subgraphs = sample_in_memory(
+            subgraphs = self._kernel.sample(
                 self._graph,
                 self._plan,
                 loaded.memory,
@@ -168,7 +174,7 @@ class SampleOnWorkers(beam.PTransform):
     def expand(self, inputs: SamplingInputs):
         handle, tag = shared.Shared(), uuid.uuid4().hex
         fn = self._SampleBucket(
-            self._graph, self._plan, self._randomness, self._chunk_size, handle, tag
+            self._graph, self._plan, self._randomness, self._chunk_size, handle, tag, self._kernel
         )
         return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
 

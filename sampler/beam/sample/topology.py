@@ -8,7 +8,9 @@
   Fill               (part, pieces)             -> (bucket, chunk, [serialized tf.Example])
 
 A part is (bucket, chunk): the subgraphs of one chunk of one bucket, in the order the
-`worker` placement encodes them, so the records and their batches are the same.
+`worker` placement encodes them, so the records and their batches are the same. Node seeds
+and link seeds alike (`kernel`, as for `SampleOnWorkers`): a link example's `_readout` node
+set is no node set of the input graph, so it joins nothing and keeps its `label`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sampler import shards
 from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
 from sampler.beam.sample.sharded import NAMESPACE, RecordBatch, SamplingInputs, _one
 from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.topology import FeatureRows, feature_requests, fill_features, lookup_features
@@ -39,8 +42,8 @@ def featured_sets(graph: GraphInfo) -> list[str]:
 class _SampleTopology(SampleOnWorkers._SampleBucket):
     """A bucket of seeds -> (part, subgraphs) and tagged (shard, (part, fps)) per featured set."""
 
-    def __init__(self, *args, num_shards: int, batch: int = 512):
-        super().__init__(*args)
+    def __init__(self, *args, num_shards: int, batch: int = 512, kernel=None):
+        super().__init__(*args, kernel=kernel)
         self._num_shards = num_shards
         self._batch = batch
 
@@ -85,14 +88,18 @@ class _LookupFeatures(beam.DoFn):
 
 
 class _Fill(beam.DoFn):
-    """(part, [subgraphs, (set, FeatureRows)...]) -> (bucket, chunk, [serialized tf.Example])."""
+    """(part, [subgraphs, (set, FeatureRows)...]) -> (bucket, chunk, [serialized tf.Example]).
 
-    def __init__(self, graph: GraphInfo):
+    The features of the input graph's featured node sets are filled in; the records are
+    encoded with `output_schema` (the input schema, or a link seed op's with `_readout`)."""
+
+    def __init__(self, graph: GraphInfo, output_schema):
         self._graph = graph
+        self._output_schema = output_schema
         self._specs = None
 
     def setup(self):
-        self._specs = encode_specs(self._graph.schema)
+        self._specs = encode_specs(self._output_schema)
 
     def process(self, part_pieces):
         (bucket, chunk), pieces = part_pieces
@@ -125,6 +132,7 @@ class SampleTopologyOnWorkers(beam.PTransform):
         num_shards: int,
         num_buckets: int,
         chunk_size: int = 512,
+        kernel=None,
     ):
         super().__init__()
         self._graph = graph
@@ -133,6 +141,7 @@ class SampleTopologyOnWorkers(beam.PTransform):
         self._num_shards = num_shards
         self._num_buckets = num_buckets
         self._chunk_size = chunk_size
+        self._kernel = kernel or NodeSeedSampling()
 
     def expand(self, inputs: SamplingInputs):
         graph = self._graph
@@ -146,6 +155,7 @@ class SampleTopologyOnWorkers(beam.PTransform):
             handle,
             tag,
             num_shards=self._num_shards,
+            kernel=self._kernel,
         )
         sampled = sample_buckets(
             graph, inputs, fn, self._num_buckets, handle, tag, topology=True, tags=tuple(sets)
@@ -162,5 +172,6 @@ class SampleTopologyOnWorkers(beam.PTransform):
             pieces
             | "Pieces" >> beam.Flatten()
             | "ByPart" >> beam.GroupByKey()
-            | "Fill" >> beam.ParDo(_Fill(graph))
+            | "Fill"
+            >> beam.ParDo(_Fill(graph, self._kernel.output_schema(graph.schema, self._plan)))
         )
