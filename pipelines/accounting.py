@@ -284,8 +284,8 @@ def check_bad_records(counters: dict[str, int], limit: int, output_dir: str) -> 
 def check_shuffle(counters: dict[str, int]) -> None:
     """UserError when rows sent to the per-sample buckets did not all arrive there.
 
-    Seen with Beam 2.77's local multi-process runner at scale (the sharded placement lost
-    grouped node rows): better a failed run than subgraphs that silently miss nodes.
+    Seen with Beam 2.77's local runner with SDK worker processes at scale (the sharded and
+    topology placements lost grouped rows): better a failed run than wrong subgraphs.
     """
     lost = []
     for name, sent in sorted(counters.items()):
@@ -298,8 +298,9 @@ def check_shuffle(counters: dict[str, int]) -> None:
         raise UserError(
             "the runner lost rows between the sampling stages and their buckets ("
             + ", ".join(lost)
-            + "); nothing written is complete. With --direct_running_mode=multi_processing,"
-            " run with --direct_num_workers=1 or --graph_placement worker/topology"
+            + "); nothing written is complete. Beam 2.77's local runner does so with"
+            " --direct_running_mode=multi_processing at scale: run in one process (the"
+            " default --direct_running_mode) or on Dataflow, or use --graph_placement worker"
         )
 
 

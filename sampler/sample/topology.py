@@ -67,12 +67,19 @@ def lookup_features(table: NodeTable, fps: np.ndarray) -> tuple[FeatureRows, int
     return rows, int((~found).sum())
 
 
+class MissingFeatureRows(RuntimeError):
+    """Feature rows that `feature_requests` asked for did not reach `fill_features`."""
+
+
 def fill_features(
     subgraphs: list[Subgraph],
     rows: dict[str, FeatureRows],
     specs: dict[str, dict[str, FeatureSpec]],
 ) -> list[Subgraph]:
-    """The subgraphs with the features of every node set in `specs` filled in from `rows`."""
+    """The subgraphs with the features of every node set in `specs` filled in from `rows`.
+
+    Every node must have its row: a missing one (rows lost between the stages) raises
+    MissingFeatureRows rather than give a node another node's features."""
     rows = {
         name: rows.get(name) or FeatureRows(np.zeros(0, np.uint64), concat_features([], spec))
         for name, spec in specs.items()
@@ -84,7 +91,14 @@ def fill_features(
             if name not in node_sets:
                 continue
             node_ids = node_sets[name].ids
-            pos = np.searchsorted(table.fp, _fps(node_ids))
+            fps = _fps(node_ids)
+            pos = np.minimum(np.searchsorted(table.fp, fps), max(len(table.fp) - 1, 0))
+            missing = int((table.fp[pos] != fps).sum()) if len(table.fp) else len(fps)
+            if missing:
+                raise MissingFeatureRows(
+                    f"the feature rows of {missing:,} '{name}' nodes of sample"
+                    f" {subgraph.sample_id!r} did not arrive"
+                )
             features = {f: col[pos] for f, col in table.features.items()}
             node_sets[name] = NodeSetRows(node_ids, features)
         out.append(dataclasses.replace(subgraph, node_sets=node_sets))

@@ -121,10 +121,16 @@ class _SplitSampleNodes(beam.DoFn):
             yield shard, batch.take(index)
 
 
-# Rows of per-sample pieces sent to their bucket and received there (per kind). The local
-# multi-process FnApiRunner of Beam 2.77 was seen to lose grouped elements at scale; the CLI
-# compares the two after the run (pipelines.accounting.check_shuffle) so a loss is an error.
+# Rows of per-sample pieces sent to their bucket and received there (per kind). Beam 2.77's
+# local FnApiRunner with SDK worker processes (--direct_running_mode=multi_processing, any
+# --direct_num_workers) loses grouped elements at scale (docs/BENCHMARKS.md); the CLI compares
+# the two after the run (pipelines.accounting.check_shuffle) so a loss is an error.
 SHUFFLE_SENT, SHUFFLE_RECEIVED = "shuffle_rows_sent", "shuffle_rows_received"
+LOST_ROWS = (
+    "the runner lost rows between stages; Beam 2.77's local runner does so with"
+    " --direct_running_mode=multi_processing at scale: run in one process (the default"
+    " --direct_running_mode) or on Dataflow, or use --graph_placement worker"
+)
 
 
 def count_received(received: collections.Counter) -> None:

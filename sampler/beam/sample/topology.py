@@ -15,6 +15,7 @@ set is no node set of the input graph, so it joins nothing and keeps its `label`
 
 from __future__ import annotations
 
+import collections
 import uuid
 
 import apache_beam as beam
@@ -23,12 +24,27 @@ from apache_beam.utils import shared
 
 from sampler import shards
 from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
-from sampler.beam.sample.sharded import NAMESPACE, RecordBatch, SamplingInputs, _one
+from sampler.beam.sample.sharded import (
+    LOST_ROWS,
+    NAMESPACE,
+    SHUFFLE_SENT,
+    RecordBatch,
+    SamplingInputs,
+    _one,
+    count_received,
+)
+from sampler.errors import UserError
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.topology import FeatureRows, feature_requests, fill_features, lookup_features
+from sampler.sample.topology import (
+    FeatureRows,
+    MissingFeatureRows,
+    feature_requests,
+    fill_features,
+    lookup_features,
+)
 from sampler.schema import GraphInfo
 
 SUBGRAPHS, FEATURES = "subgraphs", "features"
@@ -74,6 +90,7 @@ class _LookupFeatures(beam.DoFn):
     def __init__(self, node_set: str):
         self._node_set = node_set
         self._missing = Metrics.counter(NAMESPACE, f"nodes_not_in_node_set/{node_set}")
+        self._sent = Metrics.counter(NAMESPACE, f"{SHUFFLE_SENT}/{FEATURES}")
 
     def process(self, shard_groups):
         _, groups = shard_groups
@@ -84,6 +101,7 @@ class _LookupFeatures(beam.DoFn):
                 continue
             rows, missing = lookup_features(table, fps)
             self._missing.inc(missing)
+            self._sent.inc(len(rows.fp))
             yield part, (self._node_set, rows)
 
 
@@ -111,7 +129,11 @@ class _Fill(beam.DoFn):
                 rows.setdefault(piece[0], []).append(piece[1])
         specs = {name: self._graph.node_sets[name].features for name in featured_sets(self._graph)}
         joined = {name: FeatureRows.concat(parts) for name, parts in rows.items()}
-        filled = fill_features(subgraphs, joined, specs)
+        count_received(collections.Counter({FEATURES: sum(len(r.fp) for r in joined.values())}))
+        try:
+            filled = fill_features(subgraphs, joined, specs)
+        except MissingFeatureRows as e:
+            raise UserError(f"{e}: {LOST_ROWS}") from None
         yield bucket, chunk, [encode_subgraph(s, self._specs) for s in filled]
 
 
