@@ -88,6 +88,52 @@ def test_compact_pickling_round_trips_int64():
     assert message[1].dtype == np.float64
 
 
+def test_packed_arrays_round_trip_narrowed():
+    from sampler.partition.compact import pack_arrays, unpack_arrays
+
+    arrays = (
+        np.array([-5, 2**40], np.int64),  # not narrowable
+        np.arange(300, dtype=np.int64).reshape(100, 3),  # int16
+        np.zeros(0, np.int64),
+        np.array([0.5, -1.0]),
+        np.array([True, False]),
+    )
+    packed = pack_arrays(arrays)
+    assert type(packed) is bytes
+    assert len(packed) < sum(a.nbytes for a in arrays)  # the int64 arrays were narrowed
+    back = unpack_arrays(packed)
+    assert len(back) == len(arrays)
+    for a, b in zip(arrays, back, strict=True):
+        assert b.dtype == a.dtype and b.shape == a.shape and np.array_equal(a, b)
+        assert b.flags.writeable
+
+
+def test_narrowed_dataclasses_pickle_to_equal_fields():
+    import dataclasses
+    import pickle
+
+    from sampler.partition.graph import EdgeShard
+    from sampler.partition.layout import PartEdges
+
+    n = 1000
+    big = np.arange(n, dtype=np.int64)
+    big[1] = 2**35  # one array that cannot be narrowed
+    edges = EdgeShard(1, 2, np.arange(n), big, np.zeros(n, np.int64), {"w": np.ones(n)}, 40)
+    part = PartEdges(0, False, *(np.arange(n) % k for k in (n, 7, 3, 4, 5)))
+    for obj in (edges, part):
+        back = pickle.loads(pickle.dumps(obj))
+        assert type(back) is type(obj)
+        assert len(pickle.dumps(obj)) < len(pickle.dumps(dataclasses.astuple(obj)))
+        for field in dataclasses.fields(obj):
+            a, b = getattr(obj, field.name), getattr(back, field.name)
+            if isinstance(a, np.ndarray):
+                assert b.dtype == a.dtype and np.array_equal(a, b), field.name
+            elif isinstance(a, dict):
+                assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+            else:
+                assert a == b, field.name
+
+
 def test_sum_pairs_matches_lexsort():
     from sampler.partition.clustering import _sum_pairs
 

@@ -27,6 +27,7 @@ from sampler.batches import NodeBatch, take_features
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
 from sampler.node_table import FingerprintCollision, build_node_table
+from sampler.partition.compact import reduce_narrowed
 from sampler.schema import GraphInfo
 
 
@@ -177,6 +178,9 @@ class EdgeShard:
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
 
 
 def rank_edges(

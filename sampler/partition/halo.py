@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from sampler.partition.compact import reduce_narrowed
 from sampler.partition.layout import PartEdges
 
 
@@ -47,6 +48,9 @@ class InEdges:
     def take(self, rows: np.ndarray) -> InEdges:
         return InEdges(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
+
 
 @dataclasses.dataclass
 class HaloPairs:
@@ -54,6 +58,9 @@ class HaloPairs:
 
     node: np.ndarray  # int64 original type-wise id
     part: np.ndarray  # int64
+
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
 
 
 def pair_codes(pieces: list[HaloPairs], num_parts: int) -> np.ndarray:

@@ -22,6 +22,7 @@ import json
 import numpy as np
 
 from sampler.io.files import write_output
+from sampler.partition.compact import reduce_narrowed
 from sampler.partition.dgl_format import HomoGraph, write_graph, write_tensors
 from sampler.partition.graph import GraphTypes
 
@@ -109,6 +110,9 @@ class InnerNodes:
     orig_id: np.ndarray  # int64 original type-wise
     features: dict[str, np.ndarray]
 
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
+
 
 @dataclasses.dataclass
 class PartEdges:
@@ -123,6 +127,9 @@ class PartEdges:
     dst_part: np.ndarray
     orig_id: np.ndarray | None = None  # inner edges only
     features: dict[str, np.ndarray] | None = None  # inner edges only
+
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
 
 
 @dataclasses.dataclass

@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from sampler.partition.compact import reduce_narrowed
 from sampler.partition.graph import EdgeShard
 from sampler.partition.layout import Layout
 
@@ -26,6 +27,9 @@ class NodeLayout:
     new_id: np.ndarray
     new_tid: np.ndarray
 
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
+
 
 @dataclasses.dataclass(frozen=True)
 class EdgeEnds:
@@ -37,6 +41,9 @@ class EdgeEnds:
     dst_part: np.ndarray
     dst_new: np.ndarray
 
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
+
 
 @dataclasses.dataclass(frozen=True)
 class EdgesWithEnds:
@@ -47,6 +54,9 @@ class EdgesWithEnds:
     dst_part: np.ndarray
     src_new: np.ndarray
     dst_new: np.ndarray
+
+    def __reduce__(self):
+        return reduce_narrowed(self)  # int64 arrays narrowed between Beam stages (compact.py)
 
 
 def node_part_counts(ntype: int, shard: int, parts: np.ndarray, shape) -> np.ndarray:

@@ -17,8 +17,9 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler.beam.partition.combiners import Fold, MergeCounts, add
+from sampler.beam.partition.messages import Gather
 from sampler.partition import clustering, label_propagation
-from sampler.partition.compact import CompactTuple
+from sampler.partition.compact import pack_arrays, unpack_arrays
 
 NAMESPACE = "partition"
 
@@ -32,25 +33,6 @@ def _merge_draws(a: dict, b: dict) -> dict:
 
 def _concat_tables(a: tuple, b: tuple) -> tuple:
     return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])
-
-
-class _Send(beam.DoFn):
-    """State -> (neighbour shard key, message) for every neighbour shard; the state itself
-    goes to the "state" output. `messages(state)` lists (key, *message)."""
-
-    def __init__(self, messages):
-        self._messages = messages
-
-    def process(self, keyed):
-        key, state = keyed
-        yield beam.pvalue.TaggedOutput("state", (key, state))
-        for target, *message in self._messages(state):
-            yield target, CompactTuple(message)
-
-
-def _gather(sent, label: str):
-    """{"state", "messages"} of each shard key, from a _Send's outputs."""
-    return {"state": sent.state, "messages": sent.messages} | label >> beam.CoGroupByKey()
 
 
 class ClusterStart(beam.PTransform):
@@ -101,8 +83,12 @@ def _as_arrays(table):
     return (np.zeros(0, np.int64), np.zeros(0)) if table is None else table
 
 
+def _unpacked(pieces) -> list:
+    return [unpack_arrays(p) for p in pieces]
+
+
 def _keyed_pieces(pieces):
-    return [(bucket, CompactTuple((labels, sums))) for bucket, labels, sums in pieces]
+    return [(bucket, pack_arrays((labels, sums))) for bucket, labels, sums in pieces]
 
 
 class _BucketSums(beam.PTransform):
@@ -125,7 +111,8 @@ class _BucketSums(beam.PTransform):
             clusters
             | "Pieces" >> beam.FlatMap(self._pieces, beam.pvalue.AsSingleton(side))
             | "ByBucket" >> beam.GroupByKey()
-            | "Sum" >> beam.MapTuple(lambda b, pieces: (b, clustering.sum_pieces(list(pieces))))
+            | "Sum"
+            >> beam.MapTuple(lambda b, pieces: (b, clustering.sum_pieces(_unpacked(pieces))))
         )
 
 
@@ -191,7 +178,7 @@ class _ClusterRound(beam.PTransform):
         (labels, sums), *_ = list(groups["sizes"]) or [(np.zeros(0, np.int64), np.zeros((0, 1)))]
         sizes = sums[:, 0]
         cap = _cap(self._config, num_nodes)
-        return clustering.cluster_admission(labels, sizes, list(groups["joiners"]), cap)
+        return clustering.cluster_admission(labels, sizes, _unpacked(groups["joiners"]), cap)
 
     def expand(self, inputs):
         clusters, num_nodes = inputs
@@ -200,10 +187,8 @@ class _ClusterRound(beam.PTransform):
             config.num_shards, lambda shard, _: np.ones((len(shard.labels), 1))
         )
         full = _big_table(sizes, "Full", beam.Map(self._full, beam.pvalue.AsSingleton(num_nodes)))
-        sent = clusters | "Send" >> beam.ParDo(_Send(clustering.cluster_messages)).with_outputs(
-            "state", main="messages"
-        )
-        proposed = _gather(sent, "Gather") | "Propose" >> beam.ParDo(
+        gathered = clusters | "Gather" >> Gather(clustering.cluster_messages)
+        proposed = gathered | "Propose" >> beam.ParDo(
             self._Propose(config, self._round), beam.pvalue.AsSingleton(full)
         ).with_outputs("joiners", main="state")
         joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> beam.CoGroupByKey()
@@ -334,10 +319,8 @@ class _RebalanceRound(beam.PTransform):
             | "SumGroups" >> beam.CombineGlobally(MergeCounts())
             | "Sizes" >> beam.Map(lambda c: clustering.group_table(c or {}, num_parts))
         )
-        sent = state | "Send" >> beam.ParDo(
-            _Send(lambda s: label_propagation.lp_messages(s, num_parts))
-        ).with_outputs("state", main="messages")
-        proposed = _gather(sent, "Gather") | "Propose" >> beam.FlatMap(
+        gathered = state | "Gather" >> Gather(lambda s: label_propagation.lp_messages(s, num_parts))
+        proposed = gathered | "Propose" >> beam.FlatMap(
             self._propose, beam.pvalue.AsSingleton(sizes)
         ).with_outputs("hist", main="state")
         quotas = (

@@ -7,6 +7,7 @@ clustering.py's clusters or from random's parts).
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import apache_beam as beam
@@ -17,6 +18,7 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
+from sampler.beam.partition.messages import Gather
 from sampler.partition import assign, label_propagation, random_deal
 from sampler.partition.compact import CompactTuple
 from sampler.partition.graph import EdgeShard, GraphTypes
@@ -151,6 +153,10 @@ class MetisParts(beam.PTransform):
         )
 
 
+def _lp_messages(num_parts: int, state):
+    return label_propagation.lp_messages(state, num_parts)
+
+
 class LabelPropagation(beam.PTransform):
     """Balanced label propagation, --lp_rounds rounds of Beam stages, from `initial` parts.
 
@@ -213,16 +219,6 @@ class LabelPropagation(beam.PTransform):
                     key, gid_start, parts, info.classes, info.in_degree, offsets, nbr_key, nbr_row
                 ),
             )
-
-    class _Send(beam.DoFn):
-        def __init__(self, num_parts: int):
-            self._parts = num_parts
-
-        def process(self, keyed):
-            key, state = keyed
-            yield beam.pvalue.TaggedOutput("state", (key, state))
-            for target, rows, part_count in label_propagation.lp_messages(state, self._parts):
-                yield target, CompactTuple((rows, part_count))
 
     class _Propose(beam.DoFn):
         def __init__(self, config: PartitionConfig, round_: int):
@@ -289,12 +285,9 @@ class LabelPropagation(beam.PTransform):
         if config.lp_cluster_rounds > 0 and config.num_parts > 1:
             state = (state, class_table) | "ClusterStart" >> ClusterStart(config)
         for r in range(config.lp_rounds):
-            sent = state | f"Round{r}/Send" >> beam.ParDo(
-                self._Send(config.num_parts)
-            ).with_outputs("state", main="messages")
             proposed = (
-                {"state": sent.state, "messages": sent.messages}
-                | f"Round{r}/Gather" >> beam.CoGroupByKey()
+                state
+                | f"Round{r}/Gather" >> Gather(functools.partial(_lp_messages, config.num_parts))
                 | f"Round{r}/Propose"
                 >> beam.ParDo(
                     self._Propose(config, r), beam.pvalue.AsSingleton(class_table)

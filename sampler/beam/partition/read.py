@@ -16,7 +16,7 @@ from apache_beam.metrics import Metrics
 
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam.partition import combiners
-from sampler.beam.partition.config import NAMESPACE, key_shard
+from sampler.beam.partition.config import NAMESPACE
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
 from sampler.io.graph_tables import latent_ends
 from sampler.partition import numbering
@@ -110,8 +110,14 @@ class _Dropped:
         self._counters[name].inc(count)
 
 
-def _index(nodes):
-    return next((x.index() for x in nodes), None)
+def _index(indexes):
+    return next(iter(indexes), None)
+
+
+def _key_index(shard: NodeShard):
+    """((node type, shard), NodeIndex): what the edge joins need of a node shard (not its
+    ids and features)."""
+    return (shard.ntype, shard.shard), shard.index()
 
 
 class _ResolveTargets(beam.DoFn):
@@ -239,14 +245,14 @@ class ReadPartitionGraph(beam.PTransform):
         nodes = unnumbered | "NumberNodes" >> beam.ParDo(
             _SetStart("ntype"), beam.pvalue.AsSingleton(starts)
         ).with_output_types(NodeShard)
-        keyed_nodes = nodes | "KeyNodes" >> beam.Map(key_shard)
+        indexes = nodes | "KeyIndexes" >> beam.Map(_key_index)
         targets = (
-            {"nodes": keyed_nodes, "edges": edge_batches | "FlattenEdges" >> beam.Flatten()}
+            {"nodes": indexes, "edges": edge_batches | "FlattenEdges" >> beam.Flatten()}
             | "JoinTargets" >> beam.CoGroupByKey()
             | "ResolveTargets" >> beam.ParDo(_ResolveTargets(types, shards))
         )
         unnumbered_edges = (
-            {"nodes": keyed_nodes, "edges": targets}
+            {"nodes": indexes, "edges": targets}
             | "JoinSources" >> beam.CoGroupByKey()
             | "ResolveSources" >> beam.ParDo(_ResolveSources(types))
         )
