@@ -372,14 +372,17 @@ def main_body(argv) -> None:
     except Exception:
         # A failed run (a full disk while concatenating, say) leaves no shard that could pass
         # for a complete output; the dead letters stay.
-        partial = [p for p in owned_outputs(config) if p != accounting.REJECTED_SEEDS_FILE]
-        accounting.remove_leftovers(job.output_dir, partial)
+        remove_partial_samples(job.output_dir, config)
         raise
     finally:
         accounting.remove_leftovers(job.output_dir, TEMP_OUTPUTS)
     counters = counters_of(result)
     accounting.check_bad_records(counters, config.max_bad_records, job.output_dir)
-    accounting.check_shuffle(counters)
+    try:
+        accounting.check_shuffle(counters)
+    except UserError:
+        remove_partial_samples(job.output_dir, config)  # written, but not complete
+        raise
     issues = accounting.graph_issues(job.graph, counters)
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
@@ -409,6 +412,12 @@ def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict |
         "output_bytes": output,
         "shuffle_bytes_per_subgraph": round(used["shuffle_bytes"] / subgraphs) if subgraphs else 0,
     }
+
+
+def remove_partial_samples(output_dir: str, config: SampleConfig) -> None:
+    """Removes the sample shards of a failed run; the dead letters stay."""
+    partial = [p for p in owned_outputs(config) if p != accounting.REJECTED_SEEDS_FILE]
+    accounting.remove_leftovers(output_dir, partial)
 
 
 def write_run_summary(
