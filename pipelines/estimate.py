@@ -16,6 +16,9 @@
 3. The prediction, per op and for the whole spec: expected nodes and edges per subgraph,
    bytes per subgraph (exact tf.Example sizes) and in total, and a Dataflow worker count
    and machine type for --target_minutes.
+4. Per graph placement (worker, topology, sharded): memory per SDK process, the machine
+   type that holds it, vCPU-hours, shuffle GB and a list-price cost, from the rates this
+   project measured (sampler/tools/placement_cost.py, docs/DATAFLOW.md).
 
 Link seeds (a symmetric_link_seed_op, --seed_edge_set E): the records are the seed edges (every
 edge of E, or the rows of --input_seeds) times 1 + --negatives_per_seed. The probe samples
@@ -36,12 +39,13 @@ import pyarrow as pa
 
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.ids import fingerprint
-from sampler.io import files
+from sampler.io import files, graph_tables
 from sampler.io.graph_tables import read_seed_ids
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools.degree_stats import BottomK, degree_stats
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
+from sampler.tools.placement_cost import cost_lines, placement_costs
 from sampler.tools.probe import mixed, probe_pairs, run_link_probe, run_probe
 
 
@@ -166,6 +170,10 @@ def main_body(argv) -> int:
     total_input = input_bytes(stats)
     workers = suggest_workers(result, total_input, args.target_minutes * 60, args.num_shards)
     print_estimate(graph, plan, result, model, origin, args, total_input, workers)
+    whole, topology = graph_tables.size_estimates(graph)
+    costs = placement_costs(whole, topology, result.total_bytes, workers.vcpu_seconds)
+    for line in cost_lines(costs):
+        print(line)
     if args.json:
         data = result.to_json()
         data["degree_model"] = model.to_json()
@@ -174,6 +182,7 @@ def main_body(argv) -> int:
             "num_workers": workers.num_workers,
             "vcpu_seconds": workers.vcpu_seconds,
             "target_seconds": workers.target_seconds,
+            "placements": [dataclasses.asdict(c) for c in costs],
         }
         with files.create_file(args.json) as f:
             f.write(json.dumps(data, indent=2, sort_keys=True).encode())

@@ -31,12 +31,13 @@ from pipelines.runner import new_pipeline, output_shards, run_main, submit
 from sampler.beam.sample.graph_tensors import SHARDED_LINKS, SamplingOptions, sample_graph_tensors
 from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
-from sampler.io import files, graph_tables
+from sampler.io import graph_tables
 from sampler.sample.encode import output_schema
 from sampler.sample.link import link_output_schema
 from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
+from sampler.tools.placement_cost import process_gb
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -102,9 +103,12 @@ def make_parser() -> argparse.ArgumentParser:
         dest="worker_memory_mb",
         type=float,
         default=4096,
-        help="Memory budget of one worker process for --graph_placement=auto, compared with the"
-        " input table sizes (MB of files): worker if the whole graph fits, else topology if the"
-        " tables without node features fit, else sharded. (--worker_graph_limit_mb: old name.)",
+        help="Memory budget (MB) of one SDK worker process for --graph_placement=auto: worker if"
+        " a process holding the whole graph fits, else topology if one holding the graph"
+        " without node features fits, else sharded. A process's need is predicted from the"
+        " table file sizes with measured rates (~0.4 GB + 3.1x the tables it holds, +3 GB of"
+        " working set for topology; sampler/tools/placement_cost.py)."
+        " (--worker_graph_limit_mb: old name.)",
     )
     parser.add_argument(
         "--progress_interval",
@@ -267,16 +271,28 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
     """
     if args.graph_placement != "auto":
         return args.graph_placement
-    whole, topology = (size / 2**20 for size in graph_size_estimates(graph))
+    whole_bytes, topology_bytes = graph_tables.size_estimates(graph)
+    need = {  # MB per SDK process, from the measured rates of sampler/tools/placement_cost.py
+        name: process_gb(name, whole_bytes, topology_bytes, 1) * 1e9 / 2**20
+        for name in ("worker", "topology")
+    }
+    whole, topology = whole_bytes / 2**20, topology_bytes / 2**20
     budget = args.worker_memory_mb
-    if whole <= budget:
-        picked, why = "worker", f"the whole graph (~{whole:,.0f} MB of tables) fits"
-    elif topology <= budget:
+    if need["worker"] <= budget:
+        picked = "worker"
+        why = f"a process holding the whole graph (~{whole:,.0f} MB of tables) needs ~{need['worker']:,.0f} MB"
+    elif need["topology"] <= budget:
         picked = "topology"
-        why = f"the graph (~{whole:,.0f} MB) does not fit, its topology (~{topology:,.0f} MB) does"
+        why = (
+            f"the whole graph needs ~{need['worker']:,.0f} MB per process, its topology"
+            f" (~{topology:,.0f} MB of ~{whole:,.0f} MB of tables) ~{need['topology']:,.0f} MB"
+        )
     else:
         picked = "sharded"
-        why = f"not even the topology (~{topology:,.0f} MB of ~{whole:,.0f} MB) fits"
+        why = (
+            f"not even the topology fits (~{need['topology']:,.0f} MB per process for"
+            f" ~{topology:,.0f} MB of ~{whole:,.0f} MB of tables)"
+        )
         if plan is not None and plan.link is not None:
             raise UserError(
                 f"--graph_placement auto: {why} --worker_memory_mb {budget:,.0f}, and link seeds"
@@ -286,27 +302,6 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
     # stdout, with the run's other report lines: stderr holds only a failure's one line.
     print(f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}")
     return picked
-
-
-ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file
-
-
-def graph_size_estimates(graph) -> tuple[int, int]:
-    """(whole graph, graph without node features) in bytes, from the table files' sizes.
-
-    A node table's feature share is estimated from the schema: row bytes ~ id + feature values.
-    """
-    whole = graph_tables.total_bytes(graph)
-    features = 0
-    for info in graph.node_sets.values():
-        if not info.filename or not info.features:
-            continue
-        width = sum(
-            spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
-        )
-        size = sum(files.file_size(p) for p in files.expand_files(info.filename))
-        features += int(size * width / (width + ID_BYTES))
-    return whole, whole - features
 
 
 def write_output_schema(graph, output_dir: str, plan: SamplingPlan | None = None) -> str:

@@ -31,15 +31,16 @@ sys.path.insert(0, str(ROOT))
 from sampler.tools import synthetic  # noqa: E402
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float]:
-    """(seconds, peak RSS in MB) of a child process; fails loudly on a non-zero exit."""
+def timed(cmd: list[str], log: Path) -> tuple[float, float, bool]:
+    """(seconds, peak RSS in MB, ok) of a child process; a failure is printed, not fatal,
+    so that the other tools still run (their rows say which run failed)."""
     start = time.time()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed, see {log}")
-    return time.time() - start, usage.ru_maxrss / 1024
+        print(f"failed (status {status}): {' '.join(cmd)}; see {log}", file=sys.stderr)
+    return time.time() - start, usage.ru_maxrss / 1024, status == 0
 
 
 def export_for_dgl(graph: synthetic.SyntheticGraph, path: Path) -> dict:
@@ -105,7 +106,10 @@ def main() -> None:
                    "--output_dir", str(out), "--graph_name", "mag", "--num_parts", str(parts),
                    "--part_method", method, "--num_hops", str(args.num_hops), "--overwrite",
                    *args.extra]  # fmt: skip
-            seconds, rss = timed(cmd, work / f"ours_{method}_{parts}.log")
+            seconds, rss, ok = timed(cmd, work / f"ours_{method}_{parts}.log")
+            if not ok:
+                rows.append(("this stage (failed)", method, parts, seconds, rss, float("nan"), 0))
+                continue
             report = json.loads((out / "partition_report.json").read_text())
             worst = max(
                 max(b["max_over_mean"] - 1, 1 - b["min_over_mean"])
@@ -117,7 +121,10 @@ def main() -> None:
             cmd = [str(dgl_python), str(ROOT / "tests/oracle/dgl_partition_bench.py"),
                    str(work / "graph.npz"), str(out), str(parts), method,
                    str(args.num_hops)]  # fmt: skip
-            seconds, rss = timed(cmd, work / f"dgl_{method}_{parts}.log")
+            seconds, rss, ok = timed(cmd, work / f"dgl_{method}_{parts}.log")
+            if not ok:
+                rows.append(("DGL 2.1.0 (failed)", method, parts, seconds, rss, float("nan"), 0))
+                continue
             with np.load(out / "assignment.npz") as a:
                 worst = 0.0
                 for key in a.files:

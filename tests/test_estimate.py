@@ -165,6 +165,12 @@ def test_cli_estimate_against_real_pipeline_files(tmp_path, capsys):
     assert relative_error(sum(predicted["nodes_per_subgraph"].values()), real["nodes"]) < TOLERANCE
     assert relative_error(sum(predicted["edges_per_subgraph"].values()), real["edges"]) < TOLERANCE
     assert predicted["degree_model"]["method"] == "degree statistics"
+    placements = {p["placement"]: p for p in predicted["dataflow"]["placements"]}
+    assert set(placements) == {"worker", "topology", "sharded"}
+    for name in placements:
+        assert f"  {name} " in printed
+    # the worker placement holds every table; the topology placement the tables less features
+    assert placements["worker"]["side_input_gb"] > placements["topology"]["side_input_gb"] > 0
 
 
 def test_cli_estimate_with_input_seeds(mag3000, tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 
 from pipelines import sample as sample_cli
 from sampler.errors import UserError
+from sampler.io import graph_tables
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools import synthetic
@@ -20,26 +21,45 @@ def featured_graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph")
     synthetic.write_graph(synthetic.generate_mag(300, seed=2, feature_dim=128), str(out), "parquet")
     sizes = {f: os.path.getsize(out / f) for f in os.listdir(out) if f.endswith(".parquet")}
-    return load_graph(str(out)), sum(sizes.values()) / 2**20, sizes["paper.parquet"] / 2**20
+    return load_graph(str(out)), sum(sizes.values()), sizes["paper.parquet"]
+
+
+def test_the_graph_and_its_topology_are_sized_from_the_table_files(featured_graph):
+    graph, whole, paper = featured_graph
+    got_whole, got_topology = graph_tables.size_estimates(graph)
+    assert got_whole == whole
+    # 128 float32 values (512 bytes) of a ~530-byte paper row are features
+    assert whole - paper < got_topology < whole - 0.9 * paper
+
+
+# A graph of 10 GB of tables whose topology is 1 GB. One SDK process needs, by the measured
+# rates (0.4 GB + 3.1 x the tables held, + 3 GB of working set for topology):
+# worker 0.4 + 31 = 31.4 GB; topology 0.4 + 3.1 + 3 = 6.5 GB.
+BIG = (10e9, 1e9)
+GB_IN_MB = 1e9 / 2**20
 
 
 @pytest.mark.parametrize(
-    "budget, expected",
-    [
-        (lambda whole, paper: whole * 1.01, "worker"),
-        (lambda whole, paper: whole - paper / 2, "topology"),  # features are ~95% of papers
-        (lambda whole, paper: (whole - paper) / 2, "sharded"),  # not even the edges fit
-    ],
+    "budget_gb, expected",
+    [(32, "worker"), (31, "topology"), (6.6, "topology"), (6.4, "sharded")],
 )
-def test_auto_picks_the_largest_placement_within_the_budget(
-    featured_graph, capsys, budget, expected
+def test_auto_picks_the_first_placement_whose_process_fits_the_budget(
+    featured_graph, capsys, monkeypatch, budget_gb, expected
 ):
-    graph, whole, paper = featured_graph
-    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget(whole, paper))
+    graph, _, _ = featured_graph
+    monkeypatch.setattr(graph_tables, "size_estimates", lambda _graph: BIG)
+    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget_gb * GB_IN_MB)
     assert sample_cli.placement(graph, args) == expected
     out, err = capsys.readouterr()
     assert out.startswith(f"graph placement: {expected}: ") and "--worker_memory_mb" in out
     assert err == ""
+
+
+def test_auto_on_a_small_graph_with_a_default_budget_picks_worker(featured_graph, capsys):
+    graph, _, _ = featured_graph
+    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=4096)
+    assert sample_cli.placement(graph, args) == "worker"
+    assert "needs ~" in capsys.readouterr().out
 
 
 def test_an_explicit_placement_is_kept_whatever_the_budget(featured_graph, capsys):
@@ -57,21 +77,17 @@ sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" 
 
 
 @pytest.mark.parametrize(
-    "budget, expected",
-    [
-        (lambda whole, paper: whole * 1.01, "worker"),
-        (lambda whole, paper: whole - paper / 2, "topology"),
-        (lambda whole, paper: (whole - paper) / 2, None),  # only sharded would fit: refused
-    ],
-)
+    "budget_gb, expected", [(32, "worker"), (31, "topology"), (6.4, None)]
+)  # None: only sharded would fit, which link seeds refuse
 def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
-    featured_graph, tmp_path, capsys, budget, expected
+    featured_graph, tmp_path, capsys, monkeypatch, budget_gb, expected
 ):
-    graph, whole, paper = featured_graph
+    graph, _, _ = featured_graph
+    monkeypatch.setattr(graph_tables, "size_estimates", lambda _graph: BIG)
     spec = tmp_path / "link.pbtxt"
     spec.write_text(LINK_SPEC)
     plan = make_plan(graph, load_sampling_spec(str(spec)), "edge", "writes")
-    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget(whole, paper))
+    args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget_gb * GB_IN_MB)
     if expected is None:
         with pytest.raises(UserError) as error:
             sample_cli.placement(graph, args, plan)

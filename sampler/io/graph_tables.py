@@ -95,3 +95,24 @@ def total_bytes(graph: GraphInfo) -> int:
         for pattern in sorted(patterns)
         for path in files.expand_files(pattern)
     )
+
+
+ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file
+
+
+def size_estimates(graph: GraphInfo) -> tuple[int, int]:
+    """(whole graph, graph without node features) in bytes, from the table files' sizes.
+
+    A node table's feature share is estimated from the schema: row bytes ~ id + feature values.
+    """
+    whole = total_bytes(graph)
+    features = 0
+    for info in graph.node_sets.values():
+        if not info.filename or not info.features:
+            continue
+        width = sum(
+            spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
+        )
+        size = sum(files.file_size(p) for p in files.expand_files(info.filename))
+        features += int(size * width / (width + ID_BYTES))
+    return whole, whole - features

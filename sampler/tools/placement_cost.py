@@ -1,0 +1,128 @@
+"""What each graph placement needs on Dataflow: memory per SDK process, machine, shuffle, cost.
+
+A planning model, not a measurement on Dataflow. Its rates are this project's local
+measurements (docs/BENCHMARKS.md, "Placements at scale", 2 SDK worker processes, MAG-shaped
+graphs with 128-dim paper features):
+
+- `worker` holds the whole graph in each SDK process: peak RSS 464 MB at 21 MB of tables and
+  1,077 MB at 221 MB, i.e. about 0.4 GB + 3.1 x the table bytes. It shuffles about 0.1 x the
+  output, and every process reads the graph (the tables) as a side input.
+- `topology` holds the graph without node features, the same 3.1 x applied to the tables less
+  their feature bytes, plus a per-bucket working set measured at 1.1 GB (10k papers) to 3 GB
+  (100k papers) above the `worker` placement's; it shuffles about 0.47 x the output (the
+  sampled ids out, their feature rows back) and took 1.55 x the `worker` time at 100k papers.
+- `sharded` holds one node shard's adjacency and rows at a time (about 4 x tables / shards)
+  plus the frontier and bucket pieces; it shuffles 2.5 to 4 x the output and takes about 3 x
+  the `worker` CPU.
+
+Python on Dataflow runs one SDK process per vCPU: a machine fits a placement when its memory
+per vCPU holds one process. A graph too large for that can still run `worker` or `topology`
+with one SDK process per VM (`--experiments=no_use_multiple_sdk_containers`, threads share
+the graph) on a machine whose whole memory holds it; that process runs Python on about one
+core at a time (the GIL), so the model bills all of the VM's vCPUs for each CPU-hour (a
+pessimistic bound: numpy releases the GIL in part). Prices are Dataflow batch list prices
+(us-central1) assumed here: check the pricing page for yours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+GB = 1e9
+BASE_PROCESS_GB = 0.4  # an SDK process with Python, Beam, numpy and pyarrow, idle
+RSS_PER_TABLE_BYTE = 3.1  # SDK process RSS growth per byte of table files held
+TOPOLOGY_WORKING_SET_GB = 3.0  # topology's per-bucket working set above worker's (100k)
+SHARDED_WORKING_SET_GB = 4.0  # sharded's frontier and bucket pieces (10k and 100k runs)
+SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 0.47, "sharded": 4.0}
+TIME_FACTOR = {"worker": 1.0, "topology": 1.55, "sharded": 3.0}
+VCPU_HOUR_USD = 0.056
+GB_HOUR_USD = 0.003557
+SHUFFLE_GB_USD = 0.011
+MACHINES = (  # (name, vCPUs, GB), smallest memory per vCPU first within a size
+    ("n2-standard-4", 4, 16),
+    ("n2-highmem-4", 4, 32),
+    ("n2-standard-8", 8, 32),
+    ("n2-highmem-8", 8, 64),
+    ("n2-highmem-16", 16, 128),
+    ("n2-highmem-32", 32, 256),
+    ("n2-highmem-64", 64, 512),
+    ("n2-highmem-96", 96, 768),
+    ("m1-ultramem-160", 160, 3844),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementCost:
+    placement: str
+    process_gb: float  # peak memory of one SDK process
+    machine: str  # "" when no machine holds one process
+    processes_per_vm: str  # "one per vCPU" or "one per VM"
+    vcpu_hours: float  # CPU time
+    billed_vcpu_hours: float  # vCPUs paid for: CPU time x the VM's vCPUs when one per VM
+    shuffle_gb: float
+    side_input_gb: float  # read by every SDK process
+    cost_usd: float
+
+
+def process_gb(placement: str, table_bytes: float, topology_bytes: float, num_shards: int):
+    """One SDK process's peak memory in GB, from the measured rates."""
+    if placement == "worker":
+        return BASE_PROCESS_GB + RSS_PER_TABLE_BYTE * table_bytes / GB
+    if placement == "topology":
+        held = RSS_PER_TABLE_BYTE * topology_bytes / GB
+        return BASE_PROCESS_GB + held + TOPOLOGY_WORKING_SET_GB
+    shard = RSS_PER_TABLE_BYTE * table_bytes / max(num_shards, 1) / GB
+    return BASE_PROCESS_GB + shard + SHARDED_WORKING_SET_GB
+
+
+def _machine(need_gb: float) -> tuple[str, str, float, int]:
+    """(machine, processes per VM, GB per vCPU, vCPUs billed per CPU) for a process."""
+    for name, vcpus, gb in MACHINES:
+        if gb / vcpus >= need_gb:
+            return name, "one per vCPU", gb / vcpus, 1
+    for name, vcpus, gb in MACHINES:
+        if gb >= need_gb:
+            return name, "one per VM", gb / vcpus, vcpus
+    return "", "", 0.0, 0
+
+
+def placement_costs(
+    table_bytes: float,
+    topology_bytes: float,
+    output_bytes: float,
+    worker_vcpu_seconds: float,
+    num_shards: int = 1024,
+) -> list[PlacementCost]:
+    """Per placement: memory, machine, vCPU-hours, shuffle and list-price cost of one run."""
+    out = []
+    for placement in ("worker", "topology", "sharded"):
+        need = process_gb(placement, table_bytes, topology_bytes, num_shards)
+        machine, per_vm, gb_per_vcpu, billed = _machine(need)
+        vcpu_hours = worker_vcpu_seconds * TIME_FACTOR[placement] / 3600
+        shuffle = SHUFFLE_PER_OUTPUT[placement] * output_bytes / GB
+        side = {"worker": table_bytes, "topology": topology_bytes}.get(placement, 0.0) / GB
+        paid = vcpu_hours * billed
+        cost = (
+            paid * (VCPU_HOUR_USD + gb_per_vcpu * GB_HOUR_USD) + shuffle * SHUFFLE_GB_USD
+            if machine
+            else float("nan")
+        )
+        out.append(
+            PlacementCost(placement, need, machine, per_vm, vcpu_hours, paid, shuffle, side, cost)
+        )
+    return out
+
+
+def cost_lines(costs: list[PlacementCost]) -> list[str]:
+    """The estimate CLI's lines, one per placement."""
+    lines = ["placements (planning model, sampler/tools/placement_cost.py):"]
+    for c in costs:
+        where = f"{c.machine}, SDK processes {c.processes_per_vm}" if c.machine else "no machine"
+        cost = f"~${c.cost_usd:,.2f}" if c.machine else "-"
+        lines.append(
+            f"  {c.placement:9s} {c.process_gb:8,.1f} GB per process ({where});"
+            f" {c.vcpu_hours:,.1f} CPU-h ({c.billed_vcpu_hours:,.0f} vCPU-h billed),"
+            f" shuffle {c.shuffle_gb:,.1f} GB,"
+            f" side inputs {c.side_input_gb:,.1f} GB per process; {cost}"
+        )
+    return lines
