@@ -5,8 +5,9 @@ measurements (docs/BENCHMARKS.md, "Placements at scale", 2 SDK worker processes,
 graphs with 128-dim paper features):
 
 - `worker` holds the whole graph in each SDK process: peak RSS 464 MB at 21 MB of tables and
-  1,077 MB at 221 MB, i.e. about 0.4 GB + 3.1 x the table bytes. It shuffles about 0.1 x the
-  output, and every process reads the graph (the tables) as a side input.
+  1,077 MB at 221 MB, i.e. about 0.4 GB + 3.1 x the table bytes (5,047 MB at 2,318 MB: the
+  rate over-predicts large graphs, the safe side). It shuffles 0.1 to 0.85 x the output,
+  and every process reads the graph (the tables) as a side input.
 - `topology` holds the graph without node features, the same 3.1 x applied to the tables less
   their feature bytes, plus a per-bucket working set measured at 1.1 GB (10k papers) to 3 GB
   (100k papers) above the `worker` placement's; it shuffles about 0.47 x the output (the
