@@ -45,7 +45,7 @@ def oracle_records(
     return [encode_subgraph(s, specs) for s in subgraphs]
 
 
-def link_oracle_records(
+def link_oracle_subgraphs(
     schema: str,
     spec: str,
     seed_edge_set: str,
@@ -55,9 +55,10 @@ def link_oracle_records(
     keep=False,
     input_seeds=None,
     aggregation="edge",
-) -> list[bytes]:
-    """The in-memory link kernel's records (what `--runner InMemory` writes): seeds from
-    `input_seeds` or every edge of the seed edge set (edges with a missing endpoint too)."""
+):
+    """(subgraphs, encode specs) of the in-memory link kernel (what `--runner InMemory`
+    samples): seeds from `input_seeds` or every edge of the seed edge set (edges with a
+    missing endpoint too)."""
     graph = load_graph(schema)
     plan = make_plan(graph, load_sampling_spec(spec), aggregation, seed_edge_set)
     nodes, adjacency = in_memory.load_tables(graph, plan)
@@ -76,4 +77,10 @@ def link_oracle_records(
         negatives,
         keep,
     )
+    return subgraphs, specs
+
+
+def link_oracle_records(schema: str, spec: str, seed_edge_set: str, **options) -> list[bytes]:
+    """The in-memory link kernel's records (link_oracle_subgraphs, encoded)."""
+    subgraphs, specs = link_oracle_subgraphs(schema, spec, seed_edge_set, **options)
     return [encode_subgraph(s, specs) for s in subgraphs]

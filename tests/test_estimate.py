@@ -20,10 +20,9 @@ from tensorflow_gnn.sampler import sampling_spec_pb2
 
 from pipelines import cli
 from pipelines import estimate as estimate_cli
-from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
-from sampler.sample import in_memory, link
+from sampler.io.graph_tables import read_seed_ids
+from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
@@ -32,7 +31,7 @@ from sampler.tools import synthetic
 from sampler.tools.degree_stats import degree_stats, histogram, stats_cache_path
 from sampler.tools.estimate import calibrate, estimate, mean_take, suggest_workers
 from sampler.tools.probe import run_probe
-from tests.pipeline_helpers import run_pipeline
+from tests.pipeline_helpers import link_oracle_subgraphs, run_pipeline
 
 TOLERANCE = 0.25
 
@@ -281,21 +280,11 @@ sampling_ops { op_name: "cited" input_op_names: "seed" input_op_names: "papers"
 
 def link_truth(schema: str, spec: str, negatives: int, seed: int = 0, seeds=None) -> dict:
     """`truth` for link seeds: every example (positives and negatives) of the in-memory sampler."""
-    graph = load_graph(schema)
-    plan = make_plan(graph, load_sampling_spec(spec), "edge", "writes")
-    nodes, adjacency = in_memory.load_tables(graph, plan)
-    pairs = read_seed_pairs(seeds) if seeds else link.edge_pairs(adjacency["writes"])
-    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    subgraphs, specs = link_oracle_subgraphs(
+        schema, spec, "writes", seed=seed, negatives=negatives, input_seeds=seeds
+    )
     sizes, total, count = collections.defaultdict(list), 0, 0
-    for sg in link.sample_links_in_memory(
-        graph,
-        plan,
-        densify(graph, nodes, adjacency),
-        link.make_link_seeds(*pairs),
-        Randomness(seed),
-        collections.Counter(),
-        negatives,
-    ):
+    for sg in subgraphs:
         count += 1
         total += len(encode_subgraph(sg, specs)) + 16  # TFRecord framing
         for kind, sets in (("nodes", sg.node_sets), ("edges", sg.edge_sets)):
