@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
 import numpy as np
+from apache_beam.typehints import typehints
 
 
 class SumArrays(beam.CombineFn):
@@ -80,3 +83,47 @@ def add(a, b):
 def add_tuples(a: tuple, b: tuple) -> tuple:
     """Elementwise sum of two tuples of arrays (the label propagation summaries)."""
     return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
+class _KeyWithNone(beam.DoFn):
+    def process(self, value):
+        yield None, value
+
+
+class _InjectDefault(beam.DoFn):
+    """The one combined value, or the combine of no values when there was none."""
+
+    def __init__(self, combine_fn: beam.CombineFn):
+        self._fn = combine_fn
+
+    def process(self, _, combined):
+        if len(combined) > 1:
+            raise ValueError(f"{len(combined)} values of one global combine")
+        yield combined[0][1] if combined else self._fn.apply([])
+
+
+class CombineAll(beam.PTransform):
+    """beam.CombineGlobally(fn) (one value, the default when the input is empty) from 5
+    transforms instead of 13: one Impulse instead of Create([None]), no UnKey, and declared
+    output types, so that Beam infers none from bytecode. Pipeline construction costs about
+    10 ms per transform; a pipeline has dozens of global combines."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self._fn = beam.CombineFn.maybe_from_callable(fn)
+
+    def expand(self, pcoll):
+        combined = (
+            pcoll
+            | "KeyWithNone"
+            >> beam.ParDo(_KeyWithNone()).with_output_types(typehints.KV[None, pcoll.element_type])
+            | "CombinePerKey" >> beam.CombinePerKey(self._fn)
+        )
+        return (
+            pcoll.pipeline
+            | "Once" >> beam.Impulse()
+            | "InjectDefault"
+            >> beam.ParDo(_InjectDefault(self._fn), beam.pvalue.AsList(combined)).with_output_types(
+                Any
+            )
+        )
