@@ -197,7 +197,7 @@ class _ClusterRound(beam.PTransform):
         gathered = clusters | "Gather" >> Gather(clustering.cluster_messages)
         proposed = gathered | "Propose" >> beam.ParDo(
             self._Propose(config, self._round), beam.pvalue.AsSingleton(full)
-        ).with_outputs("joiners", main="state")
+        ).with_output_types(KV[Any, Any]).with_outputs("joiners", main="state")
         joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> beam.CoGroupByKey()
         admission = _big_table(
             joined, "Admission", beam.Map(self._admit, beam.pvalue.AsSingleton(num_nodes))
@@ -332,7 +332,7 @@ class _RebalanceRound(beam.PTransform):
         gathered = state | "Gather" >> Gather(lambda s: label_propagation.lp_messages(s, num_parts))
         proposed = gathered | "Propose" >> beam.FlatMap(
             self._propose, beam.pvalue.AsSingleton(sizes)
-        ).with_outputs("hist", main="state")
+        ).with_output_types(KV[Any, Any]).with_outputs("hist", main="state")
         quotas = (
             proposed.hist
             | "SumHist" >> CombineAll(Fold(add))

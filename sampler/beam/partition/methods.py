@@ -299,9 +299,9 @@ class LabelPropagation(beam.PTransform):
                 state
                 | f"Round{r}/Gather" >> Gather(functools.partial(_lp_messages, config.num_parts))
                 | f"Round{r}/Propose"
-                >> beam.ParDo(
-                    self._Propose(config, r), beam.pvalue.AsSingleton(class_table)
-                ).with_outputs("summary", main="state")
+                >> beam.ParDo(self._Propose(config, r), beam.pvalue.AsSingleton(class_table))
+                .with_output_types(KV[Any, Any])
+                .with_outputs("summary", main="state")
             )
             quotas = (
                 proposed.summary
