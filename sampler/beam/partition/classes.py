@@ -85,7 +85,7 @@ class ClassifyNodes(beam.PTransform):
         table = (
             values
             | "ClassKeys" >> beam.Map(_class_keys)
-            | "AllClasses" >> beam.CombineGlobally(combiners.MergeCounts())
+            | "AllClasses" >> combiners.CombineAll(combiners.MergeCounts())
             | "ClassTable" >> beam.Map(sorted)
         )
         degree = edges | "InDegree" >> beam.ParDo(

@@ -11,12 +11,14 @@ big clusters (at most a few per part), counts per (group, part), histograms per
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.typehints import KV
 
-from sampler.beam.partition.combiners import Fold, MergeCounts, add
+from sampler.beam.partition.combiners import CombineAll, Fold, MergeCounts, add
 from sampler.beam.partition.messages import Gather
 from sampler.partition import clustering, label_propagation
 from sampler.partition.compact import pack_arrays, unpack_arrays
@@ -47,12 +49,12 @@ class ClusterStart(beam.PTransform):
         state, class_table = inputs
         num_nodes = (
             state
-            | "Rows" >> beam.Map(lambda kv: len(kv[1].parts))
-            | "Nodes" >> beam.CombineGlobally(sum)
+            | "Rows" >> beam.Map(lambda kv: len(kv[1].parts)).with_output_types(Any)
+            | "Nodes" >> CombineAll(sum)
         )
         clusters = state | "Start" >> beam.MapTuple(
             lambda key, s: (key, clustering.start_clusters(s))
-        )
+        ).with_output_types(KV[Any, Any])
         for r in range(self._config.lp_cluster_rounds):
             clusters = (clusters, num_nodes) | f"Cluster{r}" >> _ClusterRound(self._config, r)
         state = (clusters, num_nodes, class_table) | "Pack" >> _Pack(self._config)
@@ -109,10 +111,15 @@ class _BucketSums(beam.PTransform):
         clusters, side = inputs
         return (
             clusters
-            | "Pieces" >> beam.FlatMap(self._pieces, beam.pvalue.AsSingleton(side))
+            | "Pieces"
+            >> beam.FlatMap(self._pieces, beam.pvalue.AsSingleton(side)).with_output_types(
+                KV[Any, Any]
+            )
             | "ByBucket" >> beam.GroupByKey()
             | "Sum"
-            >> beam.MapTuple(lambda b, pieces: (b, clustering.sum_pieces(_unpacked(pieces))))
+            >> beam.MapTuple(
+                lambda b, pieces: (b, clustering.sum_pieces(_unpacked(pieces)))
+            ).with_output_types(KV[Any, Any])
         )
 
 
@@ -120,9 +127,9 @@ def _big_table(sums, label: str, big):
     """One sorted (labels, values) table of big(bucket sums) over all buckets, or None."""
     return (
         sums
-        | f"{label}OfBucket" >> big
-        | label >> beam.CombineGlobally(Fold(_concat_tables))
-        | f"Sort{label}" >> beam.Map(_sorted)
+        | f"{label}OfBucket" >> big.with_output_types(Any)
+        | label >> CombineAll(Fold(_concat_tables))
+        | f"Sort{label}" >> beam.Map(_sorted).with_output_types(Any)
     )
 
 
@@ -190,14 +197,14 @@ class _ClusterRound(beam.PTransform):
         gathered = clusters | "Gather" >> Gather(clustering.cluster_messages)
         proposed = gathered | "Propose" >> beam.ParDo(
             self._Propose(config, self._round), beam.pvalue.AsSingleton(full)
-        ).with_outputs("joiners", main="state")
+        ).with_output_types(KV[Any, Any]).with_outputs("joiners", main="state")
         joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> beam.CoGroupByKey()
         admission = _big_table(
             joined, "Admission", beam.Map(self._admit, beam.pvalue.AsSingleton(num_nodes))
         )
         return proposed.state | "Apply" >> beam.ParDo(
             self._Apply(config, self._round), beam.pvalue.AsSingleton(admission)
-        )
+        ).with_output_types(KV[Any, Any])
 
 
 class _Pack(beam.PTransform):
@@ -239,8 +246,8 @@ class _Pack(beam.PTransform):
             >> beam.Map(
                 lambda kv, t: self._columns(kv[1], t).sum(axis=0),
                 beam.pvalue.AsSingleton(class_table),
-            )
-            | "Totals" >> beam.CombineGlobally(Fold(add))
+            ).with_output_types(Any)
+            | "Totals" >> CombineAll(Fold(add))
         )
         sums = (clusters, class_table) | "Sums" >> _BucketSums(config.num_shards, self._columns)
         table = _big_table(
@@ -252,8 +259,10 @@ class _Pack(beam.PTransform):
         )
         packing = table | "Pack" >> beam.Map(
             self._pack, beam.pvalue.AsSingleton(totals), beam.pvalue.AsSingleton(class_table)
-        )
-        return clusters | "Assign" >> beam.Map(self._assign, beam.pvalue.AsSingleton(packing))
+        ).with_output_types(Any)
+        return clusters | "Assign" >> beam.Map(
+            self._assign, beam.pvalue.AsSingleton(packing)
+        ).with_output_types(KV[Any, Any])
 
 
 def _group(state, sizes, by_degree: bool) -> np.ndarray:
@@ -315,32 +324,34 @@ class _RebalanceRound(beam.PTransform):
         num_parts = self._config.num_parts
         sizes = (
             state
-            | "GroupCounts" >> beam.Map(self._counts)
-            | "SumGroups" >> beam.CombineGlobally(MergeCounts())
-            | "Sizes" >> beam.Map(lambda c: clustering.group_table(c or {}, num_parts))
+            | "GroupCounts" >> beam.Map(self._counts).with_output_types(Any)
+            | "SumGroups" >> CombineAll(MergeCounts())
+            | "Sizes"
+            >> beam.Map(lambda c: clustering.group_table(c or {}, num_parts)).with_output_types(Any)
         )
         gathered = state | "Gather" >> Gather(lambda s: label_propagation.lp_messages(s, num_parts))
         proposed = gathered | "Propose" >> beam.FlatMap(
             self._propose, beam.pvalue.AsSingleton(sizes)
-        ).with_outputs("hist", main="state")
+        ).with_output_types(KV[Any, Any]).with_outputs("hist", main="state")
         quotas = (
             proposed.hist
-            | "SumHist" >> beam.CombineGlobally(Fold(add))
-            | "Quotas" >> beam.Map(self._quotas, beam.pvalue.AsSingleton(sizes))
+            | "SumHist" >> CombineAll(Fold(add))
+            | "Quotas"
+            >> beam.Map(self._quotas, beam.pvalue.AsSingleton(sizes)).with_output_types(Any)
         )
         draws = (
             proposed.state
             | "Draws"
             >> beam.Map(
                 self._draws, beam.pvalue.AsSingleton(sizes), beam.pvalue.AsSingleton(quotas)
-            )
-            | "AllDraws" >> beam.CombineGlobally(Fold(_merge_draws))
+            ).with_output_types(Any)
+            | "AllDraws" >> CombineAll(Fold(_merge_draws))
         )
         exact = quotas | "Cutoffs" >> beam.Map(
             lambda q, d: clustering.rebalance_cutoffs(q, d or {}), beam.pvalue.AsSingleton(draws)
-        )
+        ).with_output_types(Any)
         return proposed.state | "Apply" >> beam.ParDo(
             self._Apply(self._config, self._round, self._by_degree),
             beam.pvalue.AsSingleton(sizes),
             beam.pvalue.AsSingleton(exact),
-        )
+        ).with_output_types(KV[Any, Any])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
 import numpy as np
 
@@ -80,3 +82,43 @@ def add(a, b):
 def add_tuples(a: tuple, b: tuple) -> tuple:
     """Elementwise sum of two tuples of arrays (the label propagation summaries)."""
     return tuple(x + y for x, y in zip(a, b, strict=True))
+
+
+class _CombineAll(beam.DoFn):
+    """The combine of every value of the side input (the CombineFn's default when none)."""
+
+    def __init__(self, combine_fn: beam.CombineFn):
+        self._fn = combine_fn
+
+    def setup(self):
+        self._fn.setup()
+
+    def process(self, _, values):
+        yield self._fn.apply(values)
+
+    def teardown(self):
+        self._fn.teardown()
+
+
+class CombineAll(beam.PTransform):
+    """beam.CombineGlobally(fn) (one value, the default when the input is empty) from 3
+    transforms and one stage instead of 13 transforms and three stages: one Impulse whose
+    only element reads the values as an iterable side input (streamed, not a list) and
+    combines them, with a declared output type, so that Beam infers none from bytecode.
+
+    Pipeline construction costs about 10 ms per transform and the local runner 15-100 ms per
+    stage; a pipeline has dozens of global combines of a few values per shard each, which
+    need no combiner lifting.
+    """
+
+    def __init__(self, fn):
+        super().__init__()
+        self._fn = beam.CombineFn.maybe_from_callable(fn)
+
+    def expand(self, pcoll):
+        return (
+            pcoll.pipeline
+            | "Once" >> beam.Impulse()
+            | "Combine"
+            >> beam.ParDo(_CombineAll(self._fn), beam.pvalue.AsIter(pcoll)).with_output_types(Any)
+        )

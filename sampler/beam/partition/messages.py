@@ -9,7 +9,10 @@ Messages travel as bytes (compact.pack_arrays), which Beam's coder copies withou
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
+from apache_beam.typehints import KV
 
 from sampler.partition.compact import pack_arrays, unpack_arrays
 
@@ -51,7 +54,7 @@ class Gather(beam.PTransform):
     def expand(self, state):
         return (
             state
-            | "Send" >> beam.ParDo(_Send(self._messages))
+            | "Send" >> beam.ParDo(_Send(self._messages)).with_output_types(KV[Any, Any])
             | "Group" >> beam.GroupByKey()
-            | "Split" >> beam.Map(_split)
+            | "Split" >> beam.Map(_split).with_output_types(KV[Any, Any])
         )

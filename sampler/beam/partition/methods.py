@@ -8,11 +8,12 @@ clustering.py's clusters or from random's parts).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.typehints import KV
 
 from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
@@ -79,8 +80,9 @@ class RandomParts(beam.PTransform):
     def expand(self, info):
         counts = (
             info
-            | "GroupCounts" >> beam.ParDo(_GroupCounts(self._config.balance_edges))
-            | "SumGroupCounts" >> beam.CombineGlobally(combiners.MergeCounts())
+            | "GroupCounts"
+            >> beam.ParDo(_GroupCounts(self._config.balance_edges)).with_output_types(Any)
+            | "SumGroupCounts" >> combiners.CombineAll(combiners.MergeCounts())
         )
         return info | "Deal" >> beam.ParDo(_Deal(self._config), beam.pvalue.AsSingleton(counts))
 
@@ -267,7 +269,7 @@ class LabelPropagation(beam.PTransform):
         config, shards = self._config, self._config.num_shards
         adjacency = edges | "Adjacency" >> beam.ParDo(
             self._Adjacency(self._types, shards), beam.pvalue.AsSingleton(starts)
-        )
+        ).with_output_types(KV[Any, Any])
 
         def shard_key(kv):
             (t, s), value = kv
@@ -275,12 +277,20 @@ class LabelPropagation(beam.PTransform):
 
         state = (
             {
-                "info": info | "KeyInfo" >> beam.Map(lambda x: (x.ntype * shards + x.shard, x)),
-                "parts": initial | "KeyParts" >> beam.Map(shard_key),
+                "info": info
+                | "KeyInfo"
+                >> beam.Map(lambda x: (x.ntype * shards + x.shard, x)).with_output_types(
+                    KV[Any, Any]
+                ),
+                "parts": initial
+                | "KeyParts" >> beam.Map(shard_key).with_output_types(KV[Any, Any]),
                 "adjacency": adjacency,
             }
             | "JoinState" >> beam.CoGroupByKey()
-            | "Init" >> beam.ParDo(self._Init(shards), beam.pvalue.AsSingleton(starts))
+            | "Init"
+            >> beam.ParDo(self._Init(shards), beam.pvalue.AsSingleton(starts)).with_output_types(
+                KV[Any, Any]
+            )
         )
         if config.lp_cluster_rounds > 0 and config.num_parts > 1:
             state = (state, class_table) | "ClusterStart" >> ClusterStart(config)
@@ -289,18 +299,18 @@ class LabelPropagation(beam.PTransform):
                 state
                 | f"Round{r}/Gather" >> Gather(functools.partial(_lp_messages, config.num_parts))
                 | f"Round{r}/Propose"
-                >> beam.ParDo(
-                    self._Propose(config, r), beam.pvalue.AsSingleton(class_table)
-                ).with_outputs("summary", main="state")
+                >> beam.ParDo(self._Propose(config, r), beam.pvalue.AsSingleton(class_table))
+                .with_output_types(KV[Any, Any])
+                .with_outputs("summary", main="state")
             )
             quotas = (
                 proposed.summary
-                | f"Round{r}/Summary" >> beam.CombineGlobally(combiners.Fold(combiners.add_tuples))
-                | f"Round{r}/Quotas" >> beam.Map(self._quotas)
+                | f"Round{r}/Summary" >> combiners.CombineAll(combiners.Fold(combiners.add_tuples))
+                | f"Round{r}/Quotas" >> beam.Map(self._quotas).with_output_types(Any)
             )
             state = proposed.state | f"Round{r}/Apply" >> beam.ParDo(
                 self._Apply(config, r), beam.pvalue.AsSingleton(quotas)
-            )
+            ).with_output_types(KV[Any, Any])
         return state | "Parts" >> beam.Map(
             lambda kv: ((kv[0] // shards, kv[0] % shards), kv[1].parts)
-        )
+        ).with_output_types(KV[Any, Any])

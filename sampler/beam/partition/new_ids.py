@@ -113,7 +113,7 @@ class NumberNodesAndEdges(beam.PTransform):
         node_counts = (
             parts
             | "NodeCounts" >> beam.ParDo(_NodeCounts(shape_n))
-            | "SumNodeCounts" >> beam.CombineGlobally(combiners.SumArrays(shape_n))
+            | "SumNodeCounts" >> combiners.CombineAll(combiners.SumArrays(shape_n))
         )
         node_layout = parts | "NodeLayout" >> beam.ParDo(
             _NodeLayout(), beam.pvalue.AsSingleton(node_counts)
@@ -137,12 +137,12 @@ class NumberNodesAndEdges(beam.PTransform):
         edge_counts = (
             ends.counts
             | "EdgeCountsOnly" >> beam.Map(lambda x: x[0])
-            | "SumEdgeCounts" >> beam.CombineGlobally(combiners.SumArrays(shape_e))
+            | "SumEdgeCounts" >> combiners.CombineAll(combiners.SumArrays(shape_e))
         )
         cut = (
             ends.counts
             | "CutOnly" >> beam.Map(lambda x: x[1])
-            | "SumCut" >> beam.CombineGlobally(combiners.SumArrays((len(types.etypes),)))
+            | "SumCut" >> combiners.CombineAll(combiners.SumArrays((len(types.etypes),)))
         )
         lay = node_counts | "Layout" >> beam.Map(
             layout.Layout, beam.pvalue.AsSingleton(edge_counts)

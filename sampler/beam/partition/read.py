@@ -180,7 +180,7 @@ def _starts(collection, label: str, key: str, num_types: int, num_shards: int):
     return (
         collection
         | f"{label}Counts" >> beam.Map(lambda x: {(getattr(x, key), x.shard): len(x)})
-        | f"Sum{label}Counts" >> beam.CombineGlobally(combiners.MergeCounts())
+        | f"Sum{label}Counts" >> combiners.CombineAll(combiners.MergeCounts())
         | f"{label}Starts" >> beam.Map(shard_starts, num_types, num_shards)
     )
 

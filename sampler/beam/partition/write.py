@@ -200,7 +200,7 @@ class WritePartitions(beam.PTransform):
             {"info": inputs.info | "KeyInfo" >> beam.Map(key_shard), "parts": inputs.parts}
             | "JoinClasses" >> beam.CoGroupByKey()
             | "ClassParts" >> beam.Map(_class_part_counts)
-            | "SumClassParts" >> beam.CombineGlobally(combiners.MergeCounts())
+            | "SumClassParts" >> combiners.CombineAll(combiners.MergeCounts())
         )
         return (
             written.pipeline
