@@ -18,7 +18,7 @@ from apache_beam.utils import shared
 from sampler import ids, shards
 from sampler.batches import EdgeBatch, SampleNodes
 from sampler.beam.sample.on_workers import SampleOnWorkers
-from sampler.beam.sample.sharded import SampleOp
+from sampler.beam.sample.sharded import SEEDS, SampleOp, packed
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import build_adjacency
 from sampler.sample.plan import RANDOM_UNIFORM, Op, load_sampling_spec, make_plan
@@ -141,7 +141,10 @@ def test_a_retried_link_bucket_yields_the_same_records(tmp_path):
     plan = make_plan(info, load_sampling_spec(str(spec)), "edge", "writes")
     nodes, adjacency = in_memory.load_tables(info, plan)
     seeds = link.make_link_seeds(*link.edge_pairs(adjacency["writes"]))
-    elements = [(int(b), [seeds.take(index)]) for b, index in shards.by_bucket(seeds.sample, 3)]
+    elements = [  # as ToBuckets sends them: one packed (kind, name, piece) per bucket
+        (int(b), [packed((SEEDS, "", seeds.take(index)))])
+        for b, index in shards.by_bucket(seeds.sample, 3)
+    ]
     expected = link_oracle_records(schema, str(spec), "writes", seed=11, negatives=2)
     assert len(expected) == 3 * len(seeds) and len(elements) == 3
     fn = SampleOnWorkers._SampleBucket(

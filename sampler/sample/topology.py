@@ -35,8 +35,8 @@ def feature_requests(subgraphs: list[Subgraph], node_sets: list[str]) -> dict[st
     """Node set -> sorted unique fingerprints of its nodes in `subgraphs` (sets with nodes)."""
     out = {}
     for name in node_sets:
-        parts = [_fps(s.node_sets[name].ids) for s in subgraphs if name in s.node_sets]
-        fps = sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
+        parts = [s.node_sets[name].ids for s in subgraphs if name in s.node_sets]
+        fps = sorted_unique(_fps(np.concatenate(parts))) if parts else np.zeros(0, np.uint64)
         if len(fps):
             out[name] = fps
     return out
@@ -84,22 +84,28 @@ def fill_features(
         name: rows.get(name) or FeatureRows(np.zeros(0, np.uint64), concat_features([], spec))
         for name, spec in specs.items()
     }
-    out = []
-    for subgraph in subgraphs:
-        node_sets = dict(subgraph.node_sets)
-        for name, table in rows.items():
-            if name not in node_sets:
-                continue
-            node_ids = node_sets[name].ids
-            fps = _fps(node_ids)
-            pos = np.minimum(np.searchsorted(table.fp, fps), max(len(table.fp) - 1, 0))
-            missing = int((table.fp[pos] != fps).sum()) if len(table.fp) else len(fps)
-            if missing:
-                raise MissingFeatureRows(
-                    f"the feature rows of {missing:,} '{name}' nodes of sample"
-                    f" {subgraph.sample_id!r} did not arrive"
-                )
-            features = {f: col[pos] for f, col in table.features.items()}
-            node_sets[name] = NodeSetRows(node_ids, features)
-        out.append(dataclasses.replace(subgraph, node_sets=node_sets))
-    return out
+    node_sets = [dict(subgraph.node_sets) for subgraph in subgraphs]
+    for name, table in rows.items():
+        members = [i for i, sets in enumerate(node_sets) if name in sets]
+        if not members:
+            continue
+        ids_of = [node_sets[i][name].ids for i in members]
+        bounds = np.cumsum([0] + [len(node_ids) for node_ids in ids_of])
+        fps = _fps(np.concatenate(ids_of))  # one pass over the part, not one per subgraph
+        pos = np.minimum(np.searchsorted(table.fp, fps), max(len(table.fp) - 1, 0))
+        lost = table.fp[pos] != fps if len(table.fp) else np.ones(len(fps), bool)
+        if lost.any():
+            k = int(np.searchsorted(bounds, np.flatnonzero(lost)[0], side="right")) - 1
+            missing = int(lost[bounds[k] : bounds[k + 1]].sum())
+            raise MissingFeatureRows(
+                f"the feature rows of {missing:,} '{name}' nodes of sample"
+                f" {subgraphs[members[k]].sample_id!r} did not arrive"
+            )
+        features = {f: col[pos] for f, col in table.features.items()}
+        for k, i in enumerate(members):
+            lo, hi = bounds[k], bounds[k + 1]
+            node_sets[i][name] = NodeSetRows(ids_of[k], {f: v[lo:hi] for f, v in features.items()})
+    return [
+        dataclasses.replace(subgraph, node_sets=sets)
+        for subgraph, sets in zip(subgraphs, node_sets, strict=True)
+    ]

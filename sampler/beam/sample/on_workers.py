@@ -20,6 +20,7 @@ from sampler.beam.sample.sharded import (
     ToBuckets,
     count_received,
     encoded_batches,
+    unpacked,
 )
 from sampler.graph_checks import edge_shape_counts
 from sampler.node_table import merge_node_tables
@@ -122,8 +123,8 @@ class SampleOnWorkers(beam.PTransform):
             )
 
         def received_seeds(self, seeds_type, parts):
-            """One bucket's seed pieces as one batch, counted as received (check_shuffle)."""
-            seeds = seeds_type.concat(list(parts))
+            """One bucket's packed seed pieces as one batch, counted as received (check_shuffle)."""
+            seeds = seeds_type.concat([unpacked(part)[2] for part in parts])
             count_received(collections.Counter({SEEDS: len(seeds)}))
             self._bucket_samples.update(len(seeds))
             return seeds
@@ -218,7 +219,6 @@ def sample_buckets(
         seeds
         | "SeedValues" >> beam.Values()
         | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
-        | "BucketSeeds" >> beam.MapTuple(lambda bucket, piece: (bucket, piece[2]))
         | "Group" >> beam.GroupByKey()
         | "SampleBuckets"
         >> (pardo if tags is None else pardo.with_outputs(*tags, main="subgraphs"))

@@ -17,6 +17,7 @@ InducedInputs), never positional tuples.
 from __future__ import annotations
 
 import collections
+import pickle
 import typing
 
 import apache_beam as beam
@@ -138,8 +139,19 @@ def count_received(received: collections.Counter) -> None:
         Metrics.counter(NAMESPACE, f"{SHUFFLE_RECEIVED}/{kind}").inc(rows)
 
 
+def packed(value) -> bytes:
+    """A value pickled once for its trip through a shuffle. The local runner copies every
+    multi-input Flatten through one more stage, and decodes grouped values: as bytes, the
+    pieces cross both without being unpickled and pickled again (`unpacked` undoes it)."""
+    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+
+
+unpacked = pickle.loads
+
+
+@beam.typehints.with_output_types(tuple[int, bytes])
 class ToBuckets(beam.DoFn):
-    """A per-sample piece -> (bucket, (kind, set name, piece)) by sample key."""
+    """A per-sample piece -> (bucket, packed (kind, set name, piece)) by sample key."""
 
     def __init__(self, kind: str, name: str, num_buckets: int):
         self._kind = kind
@@ -150,7 +162,7 @@ class ToBuckets(beam.DoFn):
     def process(self, piece):
         self._sent.inc(len(piece.sample))
         for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
-            yield bucket, (self._kind, self._name, piece.take(index))
+            yield bucket, packed((self._kind, self._name, piece.take(index)))
 
 
 @beam.typehints.with_output_types(SampledEdges)
@@ -278,7 +290,7 @@ class AssembleExamples(beam.PTransform):
             bucket, pieces = bucket_pieces
             seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
             received = collections.Counter()
-            for kind, name, piece in pieces:
+            for kind, name, piece in map(unpacked, pieces):
                 {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
                 received[kind] += len(piece.sample)
             count_received(received)

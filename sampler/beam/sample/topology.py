@@ -32,6 +32,8 @@ from sampler.beam.sample.sharded import (
     SamplingInputs,
     _one,
     count_received,
+    packed,
+    unpacked,
 )
 from sampler.errors import UserError
 from sampler.sample.encode import encode_specs, encode_subgraph
@@ -106,7 +108,7 @@ class _LookupFeatures(beam.DoFn):
 
 
 class _Fill(beam.DoFn):
-    """(part, [subgraphs, (set, FeatureRows)...]) -> (bucket, chunk, [serialized tf.Example]).
+    """(part, [packed subgraphs, packed (set, FeatureRows)...]) -> (bucket, chunk, [tf.Example]).
 
     The features of the input graph's featured node sets are filled in; the records are
     encoded with `output_schema` (the input schema, or a link seed op's with `_readout`)."""
@@ -122,7 +124,7 @@ class _Fill(beam.DoFn):
     def process(self, part_pieces):
         (bucket, chunk), pieces = part_pieces
         subgraphs, rows = [], {}
-        for kind, piece in pieces:
+        for kind, piece in map(unpacked, pieces):
             if kind == SUBGRAPHS:
                 subgraphs.extend(piece)
             else:
@@ -137,8 +139,13 @@ class _Fill(beam.DoFn):
         yield bucket, chunk, [encode_subgraph(s, self._specs) for s in filled]
 
 
-def _tagged(kind):
-    return lambda part, piece: (part, (kind, piece))
+Part = tuple[tuple[int, int], bytes]
+
+
+def _packed(kind: str):
+    """(part, piece) -> (part, packed (kind, piece)), so the pieces cross the Flatten and
+    the shuffle as bytes."""
+    return lambda part, piece: (part, packed((kind, piece)))
 
 
 @beam.typehints.with_output_types(RecordBatch)
@@ -182,14 +189,16 @@ class SampleTopologyOnWorkers(beam.PTransform):
         sampled = sample_buckets(
             graph, inputs, fn, self._num_buckets, handle, tag, topology=True, tags=tuple(sets)
         )
-        pieces = [sampled[SUBGRAPHS] | "TagSubgraphs" >> beam.MapTuple(_tagged(SUBGRAPHS))]
+        pack = beam.MapTuple(_packed(SUBGRAPHS)).with_output_types(Part)
+        pieces = [sampled[SUBGRAPHS] | "TagSubgraphs" >> pack]
         for name in sets:
             rows = (
                 {"requests": sampled[name], "table": inputs.tables[name]}
                 | f"Features/{name}/Join" >> beam.CoGroupByKey()
                 | f"Features/{name}/Lookup" >> beam.ParDo(_LookupFeatures(name))
             )
-            pieces.append(rows | f"Features/{name}/Tag" >> beam.MapTuple(_tagged(FEATURES)))
+            pack = beam.MapTuple(_packed(FEATURES)).with_output_types(Part)
+            pieces.append(rows | f"Features/{name}/Tag" >> pack)
         return (
             pieces
             | "Pieces" >> beam.Flatten()
