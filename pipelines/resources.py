@@ -13,8 +13,10 @@ For sizing a Dataflow job from a local run (run_summary.json's `resources` secti
   placement's graph, the `topology` placement's topology); every worker reads them whole.
 - `stage_bytes`: every byte that crossed from one fused stage to another (shuffles, side
   inputs and materialized PCollections such as a Flatten's).
+- `slowest_stages`: the wall seconds of the fused stages that took longest, named by their
+  first two steps. The local runner runs one stage at a time, so these add up to the run.
 
-The counts come from the local runner's buffers (`count_buffer_bytes` wraps the append of
+The counts come from the local runner's buffers (`count_run` wraps the append of
 Beam 2.77's FnApiRunner buffers, in the runner process); Beam's own `sampled_byte_size`
 metric is a sample whose mean is biased when element sizes vary along a bundle. For a
 Dataflow job the section is null (its console shows shuffle bytes and worker memory).
@@ -24,13 +26,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import resource
 import sys
 import threading
+import time
+import typing
 
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
-from apache_beam.runners.portability.fn_api_runner import execution
+from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 
 GROUP_BY_KEY = common_urns.primitives.GROUP_BY_KEY.urn
 PAR_DO = common_urns.primitives.PAR_DO.urn
@@ -39,6 +44,7 @@ TOP_STEPS = 8
 _BUFFER_ID = "_beam_graph_buffer_id"
 _lock = threading.Lock()
 _counts: collections.Counter | None = None  # buffer id -> bytes, while a run counts
+_seconds: collections.Counter | None = None  # stage name -> wall seconds, while a run counts
 
 
 def _counting_append(append):
@@ -62,27 +68,62 @@ def _tagging_get_buffer(get_buffer):
     return tagged
 
 
+def _timing_execute_bundle(execute):
+    def timed(self, context, bundle_context_manager, bundle_input):
+        start = time.perf_counter()
+        try:
+            return execute(self, context, bundle_context_manager, bundle_input)
+        finally:
+            seconds = _seconds
+            if seconds is not None:
+                seconds[bundle_context_manager.stage.name] += time.perf_counter() - start
+
+    timed.__wrapped__ = execute
+    return timed
+
+
 def _install() -> None:
-    """Wraps the local runner's buffer appends (once per process)."""
+    """Wraps the local runner's buffer appends and bundle runs (once per process)."""
     if hasattr(execution.BundleContextManager.get_buffer, "__wrapped__"):
         return
     manager = execution.BundleContextManager
     manager.get_buffer = _tagging_get_buffer(manager.get_buffer)
     for cls in (execution.ListBuffer, execution.GroupingBuffer):
         cls.append = _counting_append(cls.append)
+    runner = fn_runner.FnApiRunner
+    runner._execute_bundle = _timing_execute_bundle(runner._execute_bundle)
+
+
+class RunCounts(typing.NamedTuple):
+    buffer_bytes: collections.Counter  # buffer id -> bytes the runner buffered
+    stage_seconds: collections.Counter  # fused stage name -> wall seconds of its bundles
 
 
 @contextlib.contextmanager
-def count_buffer_bytes():
-    """Counts, while open, the bytes the local runner buffers; yields {buffer id: bytes}."""
-    global _counts
+def count_run():
+    """Counts, while open, the bytes the local runner buffers and the time of each stage."""
+    global _counts, _seconds
     with _lock:
         _install()
-        counts = _counts = collections.Counter()
+        counts = RunCounts(collections.Counter(), collections.Counter())
+        _counts, _seconds = counts
     try:
         yield counts
     finally:
-        _counts = None
+        _counts = _seconds = None
+
+
+def stage_label(name: str) -> str:
+    """A fused stage's name, e.g. '((A/Read)+(ref_AppliedPTransform_B-C_12))+(...)', as
+    its first two steps: 'A/Read + B-C'."""
+    steps = [re.sub(r"^ref_AppliedPTransform_|_\d+$", "", s.strip("() ")) for s in name.split("+")]
+    return " + ".join(steps[:2])
+
+
+def slowest_stages(stage_seconds: dict[str, float]) -> dict[str, float]:
+    """The TOP_STEPS stages that took longest, by label, in seconds."""
+    top = sorted(stage_seconds.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STEPS]
+    return {stage_label(name): round(seconds, 2) for name, seconds in top}
 
 
 def _peak_mb(who: int) -> float:
@@ -132,7 +173,8 @@ def run_resources(pipeline) -> dict | None:
     return {
         "runner_peak_rss_mb": _peak_mb(resource.RUSAGE_SELF),
         "largest_sdk_worker_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN) if multi else None,
-        **stage_bytes(proto, runner.buffer_bytes),
+        **stage_bytes(proto, runner.counts.buffer_bytes),
+        "slowest_stages": slowest_stages(runner.counts.stage_seconds),
     }
 
 
@@ -149,4 +191,8 @@ def resource_lines(resources: dict | None, output_bytes: int | None = None) -> l
         shuffled += f" ({resources['shuffle_bytes'] / output_bytes:.2f}x the output)"
     if resources["side_input_bytes"]:
         shuffled += f"; side inputs {resources['side_input_bytes'] / 2**20:,.1f} MB per worker"
-    return [memory, shuffled]
+    lines = [memory, shuffled]
+    slowest = list(resources.get("slowest_stages", {}).items())[:3]
+    if slowest:
+        lines.append("slowest stages: " + "; ".join(f"{n} {t:,.1f} s" for n, t in slowest))
+    return lines

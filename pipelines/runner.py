@@ -42,7 +42,7 @@ class LocalRunner(FnApiRunner):
 
     pipeline_proto = None  # the last run's, for pipelines.resources
     worker_processes = False  # whether its SDK workers were processes (multi_processing)
-    buffer_bytes: dict[bytes, int] = {}  # the bytes the last run buffered, by buffer id
+    counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
 
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
@@ -52,7 +52,7 @@ class LocalRunner(FnApiRunner):
                 environment.payload += redirect
                 self.worker_processes = True
         self.pipeline_proto = pipeline_proto
-        with resources.count_buffer_bytes() as self.buffer_bytes:
+        with resources.count_run() as self.counts:
             return super().run_via_runner_api(pipeline_proto, options)
 
 

@@ -12,10 +12,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import apache_beam as beam
 
-from pipelines.resources import stage_bytes
+from pipelines.resources import slowest_stages, stage_bytes, stage_label
 from pipelines.runner import LocalRunner
 from sampler.tools import synthetic
 
@@ -35,7 +36,7 @@ def test_shuffle_bytes_are_the_bytes_written_to_each_group_by_key():
         keyed = elements | beam.MapTuple(lambda i, n: (i % 7, b"x" * n))
         _ = keyed | "Group" >> beam.GroupByKey() | beam.Map(len)
         _ = keyed | "Again" >> beam.GroupByKey() | "Len2" >> beam.Map(len)
-    got = stage_bytes(runner.pipeline_proto, runner.buffer_bytes)
+    got = stage_bytes(runner.pipeline_proto, runner.counts.buffer_bytes)
     payload = sum(_sizes())
     for step in ("Group", "Again"):
         assert payload <= got["shuffle_by_step"][step] <= payload + OVERHEAD * len(_sizes())
@@ -49,9 +50,36 @@ def test_side_input_bytes_are_what_every_worker_reads():
         table = p | "Table" >> beam.Create([b"y" * 50_000 for _ in range(20)])
         main = p | "Main" >> beam.Create([1, 2, 3])
         _ = main | beam.Map(lambda x, t: x + len(t), t=beam.pvalue.AsList(table))
-    got = stage_bytes(runner.pipeline_proto, runner.buffer_bytes)
+    got = stage_bytes(runner.pipeline_proto, runner.counts.buffer_bytes)
     assert 1_000_000 <= got["side_input_bytes"] <= 1_000_000 + OVERHEAD * 20
     assert got["stage_bytes"] >= got["side_input_bytes"]
+
+
+def _sleep_then(seconds):
+    def fn(x):
+        time.sleep(seconds)
+        return x
+
+    return fn
+
+
+def test_slowest_stages_name_the_stage_that_waited():
+    """A step that sleeps 0.2 s per element (two) behind a GroupByKey makes its stage take at
+    least 0.4 s (a lower bound, not a speed test); the label names the stage."""
+    runner = LocalRunner()
+    with beam.Pipeline(runner=runner) as p:
+        grouped = p | beam.Create([(1, 1), (2, 2)]) | "Group" >> beam.GroupByKey()
+        _ = grouped | "Sleepy" >> beam.Map(_sleep_then(0.2))
+    slowest = slowest_stages(runner.counts.stage_seconds)
+    name, seconds = next(iter(slowest.items()))
+    assert name == "Group/Read + Sleepy" and seconds >= 0.4, slowest
+    assert sum(runner.counts.stage_seconds.values()) >= 0.4
+
+
+def test_a_stage_label_is_its_first_two_steps():
+    name = "((A/B/Read)+(ref_AppliedPTransform_C-D_12))+(ref_AppliedPTransform_E_3)"
+    assert stage_label(name) == "A/B/Read + C-D"
+    assert stage_label("(Only/Read)") == "Only/Read"
 
 
 def _run(module: str, *argv: str) -> None:
