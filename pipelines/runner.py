@@ -14,7 +14,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import resources
+from pipelines import resources, streamed_inputs
 from sampler.errors import UserError
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
@@ -34,7 +34,8 @@ def make_runner(name: str | None):
 
 
 class LocalRunner(FnApiRunner):
-    """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path().
+    """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path()
+    and get their input in bounded messages (pipelines.streamed_inputs).
 
     Beam's SDK worker prints every failed bundle's traceback to its stderr; the CLI reports
     the error in one line instead (run_main) and names that file.
@@ -52,6 +53,7 @@ class LocalRunner(FnApiRunner):
                 environment.payload += redirect
                 self.worker_processes = True
         self.pipeline_proto = pipeline_proto
+        streamed_inputs.install()  # bounded messages to worker processes
         with resources.count_run() as self.counts:
             return super().run_via_runner_api(pipeline_proto, options)
 
