@@ -112,6 +112,9 @@ def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndar
     to each neighbour shard, counted per (neighbour row, label)."""
     state = shard.lp
     sender = np.repeat(shard.labels, np.diff(state.offsets))
+    counted = label_propagation.keyed_counts(state.nbr_key, state.nbr_row, sender)
+    if counted is not None:
+        return counted
     order = np.argsort(state.nbr_key, kind="stable")
     bounds = np.flatnonzero(np.diff(state.nbr_key[order])) + 1
     out = []

@@ -81,11 +81,46 @@ def build_lp_adjacency(
     return offsets, nbr_key[order].astype(np.int64), nbr_row[order].astype(np.int64)
 
 
+def keyed_counts(
+    nbr_key: np.ndarray, nbr_row: np.ndarray, value: np.ndarray
+) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
+    """[(neighbour key, rows, values, counts)] by key ascending: the distinct (row, value)
+    pairs of each neighbour key, sorted by row then value, with how often each occurs (all
+    int64). One sort of one int64 code for the whole shard; None when the code would not
+    fit in an int64 or a value is negative (the caller then counts key by key)."""
+    if len(nbr_key) == 0:
+        return []
+    lows = (int(nbr_key.min()), int(nbr_row.min()), int(value.min()))
+    if min(lows) < 0:
+        return None
+    row_span, value_span = int(nbr_row.max()) + 1, int(value.max()) + 1
+    if (int(nbr_key.max()) + 1) * row_span * value_span >= np.iinfo(np.int64).max:
+        return None
+    code = nbr_key.astype(np.int64) * row_span + nbr_row
+    code = np.sort(code * value_span + value)
+    first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    counts = np.diff(np.r_[first, len(code)]).astype(np.int64)
+    code = code[first]
+    key, rest = np.divmod(code, row_span * value_span)
+    rows, values = np.divmod(rest, value_span)
+    bounds = np.flatnonzero(key[1:] != key[:-1]) + 1
+    starts, ends = np.r_[0, bounds], np.r_[bounds, len(key)]
+    return [
+        (int(key[a]), rows[a:b], values[a:b], counts[a:b])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+
+
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """[(neighbour shard key, rows, counts[rows, part])]: the labels this shard's nodes
     show to each neighbour shard, summed per (neighbour row, part)."""
     degrees = np.diff(state.offsets)
     sender_part = np.repeat(state.parts, degrees)
+    counted = keyed_counts(state.nbr_key, state.nbr_row, sender_part)
+    if counted is not None:
+        return [
+            (key, rows, np.stack([parts, count], axis=1)) for key, rows, parts, count in counted
+        ]
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]
