@@ -134,6 +134,15 @@ def _lookup(table: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return index, table[index] == values
 
 
+def _first_max(rows: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Index of the first highest score of each run of equal `rows` (sorted, no NaN score):
+    what the first entry per row of np.lexsort((-score, rows)) is, without a sort."""
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    top = np.maximum.reduceat(score, starts)
+    at_top = np.flatnonzero(score == np.repeat(top, np.diff(np.r_[starts, len(rows)])))
+    return at_top[np.r_[True, rows[at_top][1:] != rows[at_top][:-1]]]
+
+
 def cluster_propose(
     shard: ClusterShard,
     messages: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
@@ -161,8 +170,7 @@ def cluster_propose(
     gids = shard.lp.gids()
     jitter = ids.uniform(ids.combine(step, _SALT_TIE, gids[rows], labels.astype(np.uint64)))
     score = np.where(_lookup(full_labels, labels)[1] & ~own, -1.0, counts + 0.5 * jitter)
-    order = np.lexsort((-score, rows))
-    best = order[np.r_[True, rows[order][1:] != rows[order][:-1]]]  # one per row
+    best = _first_max(rows, score)  # one per row
     row = rows[best]
     movable = ids.uniform(ids.combine(step, _SALT_MOVE, gids[row])) < CLUSTER_MOVE_PROBABILITY
     propose = (score[best] >= 0) & (counts[best] > own_count[row]) & ~own[best] & movable
