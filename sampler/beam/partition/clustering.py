@@ -19,7 +19,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
 from sampler.beam.partition.combiners import CombineAll, Fold, MergeCounts, add
-from sampler.beam.partition.messages import Gather
+from sampler.beam.partition.messages import Gather, split
 from sampler.partition import clustering, label_propagation
 from sampler.partition.compact import pack_arrays, unpack_arrays
 
@@ -148,7 +148,7 @@ class _ClusterRound(beam.PTransform):
             self._round = round_
 
         def process(self, keyed, full):
-            key, groups = keyed
+            key, groups = split(keyed)
             config = self._config
             for shard in groups["state"]:
                 joiners = clustering.cluster_propose(
@@ -285,7 +285,7 @@ class _RebalanceRound(beam.PTransform):
         return clustering.group_counts(clustering.group_keys(state, self._by_degree), state.parts)
 
     def _propose(self, keyed, sizes):
-        key, groups = keyed
+        key, groups = split(keyed)
         messages = [(rows, part_count) for rows, part_count in groups["messages"]]
         for state in groups["state"]:
             group = _group(state, sizes, self._by_degree)

@@ -19,7 +19,7 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
-from sampler.beam.partition.messages import Gather
+from sampler.beam.partition.messages import Gather, split
 from sampler.partition import assign, label_propagation, random_deal
 from sampler.partition.compact import CompactTuple
 from sampler.partition.graph import EdgeShard, GraphTypes
@@ -228,7 +228,7 @@ class LabelPropagation(beam.PTransform):
             self._round = round_
 
         def process(self, keyed, class_table):
-            key, groups = keyed
+            key, groups = split(keyed)
             messages = sorted(groups["messages"], key=lambda m: m[0].tobytes())
             for state in groups["state"]:
                 summary = label_propagation.lp_propose(
