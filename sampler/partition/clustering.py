@@ -229,6 +229,15 @@ def cluster_columns(
     return columns
 
 
+def _column_sums(inverse: np.ndarray, columns: np.ndarray, rows: int) -> np.ndarray:
+    """float64[rows, D]: the rows of `columns` summed by `inverse`, in row order per column
+    (as np.add.at(out, inverse, columns) sums them)."""
+    out = np.zeros((rows, columns.shape[1]))
+    for d in range(columns.shape[1]):
+        out[:, d] = np.bincount(inverse, columns[:, d], minlength=rows)
+    return out
+
+
 def label_pieces(
     labels: np.ndarray, columns: np.ndarray, num_buckets: int
 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -237,8 +246,7 @@ def label_pieces(
     if len(labels) == 0:
         return []
     unique, inverse = np.unique(labels, return_inverse=True)
-    sums = np.zeros((len(unique), columns.shape[1]))
-    np.add.at(sums, inverse, columns)
+    sums = _column_sums(inverse, columns, len(unique))
     bucket = (ids.mix(unique.astype(np.uint64)) % np.uint64(num_buckets)).astype(np.int64)
     return [(int(b), unique[bucket == b], sums[bucket == b]) for b in np.unique(bucket)]
 
@@ -248,9 +256,7 @@ def sum_pieces(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray,
     labels = np.concatenate([p[0] for p in pieces])
     sums = np.concatenate([p[1] for p in pieces])
     unique, inverse = np.unique(labels, return_inverse=True)
-    total = np.zeros((len(unique), sums.shape[1]))
-    np.add.at(total, inverse, sums)
-    return unique, total
+    return unique, _column_sums(inverse, sums, len(unique))
 
 
 def big_labels_of(
@@ -366,10 +372,7 @@ def rebalance_propose(
     neighbours (ties by hash); gain = neighbours there - neighbours at home, as a level.
     """
     n, num_parts = len(state.parts), sizes.shape[1]
-    counts = np.zeros(n * num_parts)
-    for rows, part_count in messages:
-        np.add.at(counts, rows * num_parts + part_count[:, 0], part_count[:, 1])
-    counts = counts.reshape(n, num_parts)
+    counts = label_propagation.message_counts(messages, n, num_parts)
     mean, lower, upper = _bounds(sizes)
     unbalanced = ((sizes < lower) | (sizes > upper)).any(axis=1)
     receiver = sizes < mean

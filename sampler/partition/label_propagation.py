@@ -133,6 +133,16 @@ def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, n
     return out
 
 
+def message_counts(messages: list[tuple[np.ndarray, np.ndarray]], n: int, num_parts: int):
+    """float64[n, num_parts]: the (rows, [part, count]) messages summed per (row, part), in
+    message order (np.bincount adds its weights in order, as np.add.at would)."""
+    if not messages:
+        return np.zeros((n, num_parts))
+    index = np.concatenate([rows * num_parts + pc[:, 0] for rows, pc in messages])
+    weights = np.concatenate([pc[:, 1] for _, pc in messages]).astype(np.float64)
+    return np.bincount(index, weights, minlength=n * num_parts).reshape(n, num_parts)
+
+
 def lp_propose(
     state: LPShard,
     messages: list[tuple[np.ndarray, np.ndarray]],
@@ -150,10 +160,7 @@ def lp_propose(
     of the shard, dense.
     """
     n = len(state.parts)
-    counts = np.zeros(n * num_parts, dtype=np.float64)
-    for rows, part_count in messages:
-        np.add.at(counts, rows * num_parts + part_count[:, 0], part_count[:, 1])
-    counts = counts.reshape(n, num_parts)
+    counts = message_counts(messages, n, num_parts)
     gids = state.gids()
     step = ids.combine(np.uint64(seed), np.uint64(round_))
     jitter = ids.uniform(ids.combine(step, _SALT_TIE, gids[:, None], np.arange(num_parts)))
