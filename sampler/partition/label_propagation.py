@@ -15,7 +15,8 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.partition.compact import narrow, narrow_offsets, widen, widen_offsets
+from sampler.partition import adjacency_cache
+from sampler.partition.compact import narrow, widen
 from sampler.partition.sparse import SparseCounts
 
 _SALT_MOVE = np.uint64(0x4C504D4F5645)  # "LPMOVE"
@@ -47,27 +48,37 @@ class LPShard:
     # Set by `lp_propose` for the current round:
     target: np.ndarray | None = None  # int64 proposed part, or -1
     gain: np.ndarray | None = None  # int64 level of the proposal's gain
+    # Names the adjacency in this process's adjacency cache (set when pickled).
+    adjacency_token: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def gids(self) -> np.ndarray:
         return (self.gid_start + np.arange(len(self.parts))).astype(np.uint64)
 
+    def adjacency(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.offsets, self.nbr_key, self.nbr_row
+
     def __reduce__(self):
-        # Pickled (between Beam stages) with its arrays narrowed: see compact.py.
+        # Pickled (between Beam stages) with its arrays narrowed: see compact.py; the
+        # adjacency's narrowed arrays once per process, with a token: see adjacency_cache.py.
+        token, narrowed = adjacency_cache.pickled(self.adjacency_token, self.adjacency())
+        self.adjacency_token = token
         arrays = (self.parts, self.classes, self.in_degree)
-        rest = (self.nbr_key, self.nbr_row, self.target, self.gain)
         return _lp_shard, (
             self.key,
             self.gid_start,
             *(narrow(a) for a in arrays),
-            narrow_offsets(self.offsets),
-            *(narrow(a) for a in rest),
+            token,
+            narrowed,
+            narrow(self.target),
+            narrow(self.gain),
         )
 
 
-def _lp_shard(key, gid_start, parts, classes, in_degree, degrees, nbr_key, nbr_row, target, gain):
+def _lp_shard(key, gid_start, parts, classes, in_degree, token, narrowed, target, gain):
+    offsets, nbr_key, nbr_row = adjacency_cache.unpickled(token, narrowed)
     return LPShard(
-        key, gid_start, widen(parts), widen(classes), widen(in_degree), widen_offsets(degrees),
-        widen(nbr_key), widen(nbr_row), widen(target), widen(gain),
+        key, gid_start, widen(parts), widen(classes), widen(in_degree), offsets, nbr_key,
+        nbr_row, widen(target), widen(gain), token,
     )  # fmt: skip
 
 
@@ -111,11 +122,45 @@ def keyed_counts(
     ]
 
 
+def _by_target(state: LPShard) -> tuple[np.ndarray, ...]:
+    """(order, group, key, row): the adjacency entries in (nbr_key, nbr_row) order, the
+    index of the distinct (nbr_key, nbr_row) pair of each, and the pairs. Static: kept in
+    the adjacency cache."""
+
+    def build():
+        order = np.lexsort((state.nbr_row, state.nbr_key))
+        key, row = state.nbr_key[order], state.nbr_row[order]
+        new = np.r_[True, (key[1:] != key[:-1]) | (row[1:] != row[:-1])]
+        small = np.int32 if len(order) < np.iinfo(np.int32).max else np.int64
+        group = (np.cumsum(new) - 1).astype(small)
+        return order.astype(small), group, key[new], row[new]
+
+    return adjacency_cache.derived(state.adjacency_token, state.adjacency(), "by_target", build)
+
+
+def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list:
+    """lp_messages by counting (pair, part) codes of the static pairs (no sort)."""
+    order, group, pair_key, pair_row = _by_target(state)
+    code = group.astype(np.int64) * num_parts + sender_part[order]
+    counts = np.bincount(code, minlength=len(pair_key) * num_parts)
+    nonzero = np.flatnonzero(counts)
+    pair, part = np.divmod(nonzero, num_parts)
+    key, rows, counts = pair_key[pair], pair_row[pair], counts[nonzero]
+    bounds = np.flatnonzero(key[1:] != key[:-1]) + 1
+    starts, ends = np.r_[0, bounds], np.r_[bounds, len(key)]
+    return [
+        (int(key[a]), rows[a:b], np.stack([part[a:b], counts[a:b]], axis=1))
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+
+
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """[(neighbour shard key, rows, counts[rows, part])]: the labels this shard's nodes
     show to each neighbour shard, summed per (neighbour row, part)."""
     degrees = np.diff(state.offsets)
     sender_part = np.repeat(state.parts, degrees)
+    if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
+        return _counts_by_target(state, sender_part, num_parts)
     counted = keyed_counts(state.nbr_key, state.nbr_row, sender_part)
     if counted is not None:
         return [
