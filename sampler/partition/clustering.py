@@ -87,11 +87,23 @@ def start_clusters(state: label_propagation.LPShard) -> ClusterShard:
     return ClusterShard(state, state.gids().astype(np.int64))
 
 
+_INT64_END = int(np.iinfo(np.int64).max)
+
+
 def _sum_pairs(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
     """Distinct (a, b) pairs, sorted by a then b, with the sum of w over each."""
     if len(a) == 0:
         return a.astype(np.int64), b.astype(np.int64), w.astype(np.int64)
     span = int(b.max()) + 1
+    weights = int(w.max()) + 1 if w.dtype == np.int64 and w.min() >= 0 else 0
+    if a.min() >= 0 and b.min() >= 0 and (int(a.max()) + 1) * span * weights < _INT64_END:
+        # One int64 code sorts like (a, b, w): a plain sort (twice as fast as argsort and
+        # a gather), and each pair's sum is of the w in its run of codes.
+        code = np.sort((a.astype(np.int64) * span + b) * weights + w)
+        pair, w = np.divmod(code, weights)
+        first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        pair = pair[first]
+        return pair // span, pair % span, np.add.reduceat(w, first)
     if a.min() >= 0 and b.min() >= 0 and int(a.max()) < np.iinfo(np.int64).max // span - 1:
         # One int64 key sorts like (a, b); the sums are of integers, so order within a
         # pair does not matter and an unstable sort gives the same result as lexsort.
@@ -111,10 +123,21 @@ def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndar
     """[(neighbour shard key, rows, labels, counts)]: the labels this shard's nodes show
     to each neighbour shard, counted per (neighbour row, label)."""
     state = shard.lp
+    if len(state.nbr_key) == 0:
+        return []
+    # Labels by their rank among this shard's labels: a code (pair, rank) sorts like
+    # (neighbour key, row, label) and mostly fits an int32, which sorts twice as fast.
+    unique, rank = np.unique(shard.labels, return_inverse=True)
+    order, group, pair_key, pair_row = label_propagation.by_target(state)
+    if len(pair_key) * len(unique) < _INT64_END:
+        small = np.int32 if len(pair_key) * len(unique) <= np.iinfo(np.int32).max else np.int64
+        sender = np.repeat(rank.astype(small), np.diff(state.offsets))[order]
+        code = np.sort(group.astype(small) * small(len(unique)) + sender)
+        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        counts = np.diff(np.r_[first, len(code)]).astype(np.int64)
+        pair, label = np.divmod(code[first].astype(np.int64), len(unique))
+        return label_propagation.split_by_key(pair_key[pair], pair_row[pair], unique[label], counts)
     sender = np.repeat(shard.labels, np.diff(state.offsets))
-    counted = label_propagation.keyed_counts(state.nbr_key, state.nbr_row, sender)
-    if counted is not None:
-        return counted
     order = np.argsort(state.nbr_key, kind="stable")
     bounds = np.flatnonzero(np.diff(state.nbr_key[order])) + 1
     out = []

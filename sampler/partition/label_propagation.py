@@ -92,37 +92,17 @@ def build_lp_adjacency(
     return offsets, nbr_key[order].astype(np.int64), nbr_row[order].astype(np.int64)
 
 
-def keyed_counts(
-    nbr_key: np.ndarray, nbr_row: np.ndarray, value: np.ndarray
-) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] | None:
-    """[(neighbour key, rows, values, counts)] by key ascending: the distinct (row, value)
-    pairs of each neighbour key, sorted by row then value, with how often each occurs (all
-    int64). One sort of one int64 code for the whole shard; None when the code would not
-    fit in an int64 or a value is negative (the caller then counts key by key)."""
-    if len(nbr_key) == 0:
-        return []
-    lows = (int(nbr_key.min()), int(nbr_row.min()), int(value.min()))
-    if min(lows) < 0:
-        return None
-    row_span, value_span = int(nbr_row.max()) + 1, int(value.max()) + 1
-    if (int(nbr_key.max()) + 1) * row_span * value_span >= np.iinfo(np.int64).max:
-        return None
-    code = nbr_key.astype(np.int64) * row_span + nbr_row
-    code = np.sort(code * value_span + value)
-    first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-    counts = np.diff(np.r_[first, len(code)]).astype(np.int64)
-    code = code[first]
-    key, rest = np.divmod(code, row_span * value_span)
-    rows, values = np.divmod(rest, value_span)
+def split_by_key(key: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
+    """[(key, *arrays' rows of that key)] of rows sorted by `key`, by key ascending."""
     bounds = np.flatnonzero(key[1:] != key[:-1]) + 1
     starts, ends = np.r_[0, bounds], np.r_[bounds, len(key)]
     return [
-        (int(key[a]), rows[a:b], values[a:b], counts[a:b])
+        (int(key[a]), *(x[a:b] for x in arrays))
         for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
     ]
 
 
-def _by_target(state: LPShard) -> tuple[np.ndarray, ...]:
+def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
     """(order, group, key, row): the adjacency entries in (nbr_key, nbr_row) order, the
     index of the distinct (nbr_key, nbr_row) pair of each, and the pairs. Static: kept in
     the adjacency cache."""
@@ -140,18 +120,13 @@ def _by_target(state: LPShard) -> tuple[np.ndarray, ...]:
 
 def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list:
     """lp_messages by counting (pair, part) codes of the static pairs (no sort)."""
-    order, group, pair_key, pair_row = _by_target(state)
+    order, group, pair_key, pair_row = by_target(state)
     code = group.astype(np.int64) * num_parts + sender_part[order]
     counts = np.bincount(code, minlength=len(pair_key) * num_parts)
     nonzero = np.flatnonzero(counts)
     pair, part = np.divmod(nonzero, num_parts)
-    key, rows, counts = pair_key[pair], pair_row[pair], counts[nonzero]
-    bounds = np.flatnonzero(key[1:] != key[:-1]) + 1
-    starts, ends = np.r_[0, bounds], np.r_[bounds, len(key)]
-    return [
-        (int(key[a]), rows[a:b], np.stack([part[a:b], counts[a:b]], axis=1))
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
+    part_count = np.stack([part, counts[nonzero]], axis=1)
+    return split_by_key(pair_key[pair], pair_row[pair], part_count)
 
 
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -161,11 +136,6 @@ def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, n
     sender_part = np.repeat(state.parts, degrees)
     if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
         return _counts_by_target(state, sender_part, num_parts)
-    counted = keyed_counts(state.nbr_key, state.nbr_row, sender_part)
-    if counted is not None:
-        return [
-            (key, rows, np.stack([parts, count], axis=1)) for key, rows, parts, count in counted
-        ]
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]
