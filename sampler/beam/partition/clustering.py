@@ -19,6 +19,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
 from sampler.beam.partition.combiners import CombineAll, Fold, MergeCounts, add
+from sampler.beam.partition.join import Join
 from sampler.beam.partition.messages import Gather, split
 from sampler.partition import clustering, label_propagation
 from sampler.partition.compact import pack_arrays, unpack_arrays
@@ -198,7 +199,7 @@ class _ClusterRound(beam.PTransform):
         proposed = gathered | "Propose" >> beam.ParDo(
             self._Propose(config, self._round), beam.pvalue.AsSingleton(full)
         ).with_output_types(KV[Any, Any]).with_outputs("joiners", main="state")
-        joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> beam.CoGroupByKey()
+        joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> Join()
         admission = _big_table(
             joined, "Admission", beam.Map(self._admit, beam.pvalue.AsSingleton(num_nodes))
         )

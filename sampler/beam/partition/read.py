@@ -17,6 +17,7 @@ from apache_beam.metrics import Metrics
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam.partition import combiners
 from sampler.beam.partition.config import NAMESPACE
+from sampler.beam.partition.join import Join
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
 from sampler.io.graph_tables import latent_ends
 from sampler.partition import numbering
@@ -248,12 +249,12 @@ class ReadPartitionGraph(beam.PTransform):
         indexes = nodes | "KeyIndexes" >> beam.Map(_key_index)
         targets = (
             {"nodes": indexes, "edges": edge_batches | "FlattenEdges" >> beam.Flatten()}
-            | "JoinTargets" >> beam.CoGroupByKey()
+            | "JoinTargets" >> Join()
             | "ResolveTargets" >> beam.ParDo(_ResolveTargets(types, shards))
         )
         unnumbered_edges = (
             {"nodes": indexes, "edges": targets}
-            | "JoinSources" >> beam.CoGroupByKey()
+            | "JoinSources" >> Join()
             | "ResolveSources" >> beam.ParDo(_ResolveSources(types))
         )
         edge_starts = _starts(unnumbered_edges, "Edge", "etype", len(types.etypes), shards)

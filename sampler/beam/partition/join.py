@@ -1,0 +1,47 @@
+"""Join: beam.CoGroupByKey whose values cross the Flatten and the GroupByKey as bytes.
+
+A CoGroupByKey tags every input, flattens them and groups by key. The local runner
+materializes a Flatten of several inputs as a stage of its own, which decodes every element
+of every input and encodes it again for the GroupByKey: a pickling round trip of every value
+for nothing. Here each value is pickled once where it is made, travels as `bytes` (which
+Beam's coder copies without pickling) and is unpickled once by the consumer's step. The
+result is CoGroupByKey's: (key, {tag: [values]}), the tags in the order given.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.typehints import KV
+
+
+def _tag(keyed, index: int):
+    key, value = keyed
+    return key, (index, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+
+
+def _collect(keyed, tags: tuple[str, ...]):
+    key, tagged = keyed
+    groups = {tag: [] for tag in tags}
+    for index, data in tagged:
+        groups[tags[index]].append(pickle.loads(data))
+    return key, groups
+
+
+class Join(beam.PTransform):
+    """{tag: keyed PCollection} -> (key, {tag: [values of that key]})."""
+
+    def expand(self, inputs: dict):
+        tags = tuple(inputs)
+        tagged = [
+            pcoll | f"Tag[{tag}]" >> beam.Map(_tag, i).with_output_types(KV[Any, Any])
+            for i, (tag, pcoll) in enumerate(inputs.items())
+        ]
+        return (
+            tagged
+            | "Flatten" >> beam.Flatten()
+            | "GroupByKey" >> beam.GroupByKey()
+            | "Collect" >> beam.Map(_collect, tags).with_output_types(KV[Any, Any])
+        )
