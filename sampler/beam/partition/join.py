@@ -30,14 +30,23 @@ def _collect(keyed, tags: tuple[str, ...]):
     return key, groups
 
 
+def many(tag: str, pcolls) -> dict:
+    """Join inputs that join as one tag, as the Flatten of `pcolls` would, without a
+    Flatten (a stage) of its own: {f"{tag}/{i}": pcoll}."""
+    return {f"{tag}/{i}": pcoll for i, pcoll in enumerate(pcolls)}
+
+
 class Join(beam.PTransform):
-    """{tag: keyed PCollection} -> (key, {tag: [values of that key]})."""
+    """{name: keyed PCollection} -> (key, {tag: [values of that key]}); the tag of a name
+    is the name up to its first "/" (see `many`), the tags in the order given."""
 
     def expand(self, inputs: dict):
-        tags = tuple(inputs)
+        tags = tuple(dict.fromkeys(name.split("/")[0] for name in inputs))
         tagged = [
-            pcoll | f"Tag[{tag}]" >> beam.Map(_tag, i).with_output_types(KV[Any, Any])
-            for i, (tag, pcoll) in enumerate(inputs.items())
+            pcoll
+            | f"Tag[{name}]"
+            >> beam.Map(_tag, tags.index(name.split("/")[0])).with_output_types(KV[Any, Any])
+            for name, pcoll in inputs.items()
         ]
         return (
             tagged

@@ -15,7 +15,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler.batches import EdgeBatch, NodeBatch
-from sampler.beam.partition import combiners
+from sampler.beam.partition import combiners, join
 from sampler.beam.partition.config import NAMESPACE
 from sampler.beam.partition.join import Join
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
@@ -63,7 +63,8 @@ class _BuildShard(beam.DoFn):
         }
 
     def process(self, keyed):
-        (t, s), parts = keyed
+        (t, s), groups = keyed
+        parts = groups["batches"]
         name = self._types.ntypes[t]
         parts = sorted(parts, key=lambda b: (len(b), int(b.fp[0]) if len(b) else 0))
         shard = build_node_shard(t, s, parts, self._types.node_features[name], name)
@@ -224,12 +225,12 @@ class ReadPartitionGraph(beam.PTransform):
         return node_batches, edge_batches, bad
 
     def _split_nodes(self, node_batches):
+        """Every node batch PCollection keyed by node shard (no Flatten per node set: the
+        local runner makes a stage of each that copies every batch)."""
         return [
-            node_batches[name]
-            | f"AllNodes/{name}" >> beam.Flatten()
-            | f"SplitNodes/{name}" >> beam.ParDo(_SplitNodes(t, self._shards))
+            batches | f"SplitNodes/{name}/{j}" >> beam.ParDo(_SplitNodes(t, self._shards))
             for t, name in enumerate(self._types.ntypes)
-            if node_batches[name]
+            for j, batches in enumerate(node_batches[name])
         ]
 
     def expand(self, pbegin) -> NumberedGraph:
@@ -237,9 +238,8 @@ class ReadPartitionGraph(beam.PTransform):
         tabled = {n for n in types.ntypes if graph.node_sets[n].filename}
         node_batches, edge_batches, bad = self._read_tables(pbegin)
         unnumbered = (
-            self._split_nodes(node_batches)
-            | "FlattenNodes" >> beam.Flatten()
-            | "GroupNodes" >> beam.GroupByKey()
+            join.many("batches", self._split_nodes(node_batches))
+            | "GroupNodes" >> Join()
             | "BuildNodeShards" >> beam.ParDo(_BuildShard(types, tabled))
         )
         starts = _starts(unnumbered, "Node", "ntype", len(types.ntypes), shards)
@@ -248,7 +248,7 @@ class ReadPartitionGraph(beam.PTransform):
         ).with_output_types(NodeShard)
         indexes = nodes | "KeyIndexes" >> beam.Map(_key_index)
         targets = (
-            {"nodes": indexes, "edges": edge_batches | "FlattenEdges" >> beam.Flatten()}
+            {"nodes": indexes, **join.many("edges", edge_batches)}
             | "JoinTargets" >> Join()
             | "ResolveTargets" >> beam.ParDo(_ResolveTargets(types, shards))
         )
