@@ -98,8 +98,9 @@ def _sum_pairs(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> tuple[np.ndarray,
     weights = int(w.max()) + 1 if w.dtype == np.int64 and w.min() >= 0 else 0
     if a.min() >= 0 and b.min() >= 0 and (int(a.max()) + 1) * span * weights < _INT64_END:
         # One int64 code sorts like (a, b, w): a plain sort (twice as fast as argsort and
-        # a gather), and each pair's sum is of the w in its run of codes.
-        code = np.sort((a.astype(np.int64) * span + b) * weights + w)
+        # a gather), and each pair's sum is of the w in its run of codes. Stable (timsort):
+        # cluster_propose's input is messages sorted each, which it merges 4x faster.
+        code = np.sort((a.astype(np.int64) * span + b) * weights + w, kind="stable")
         pair, w = np.divmod(code, weights)
         first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
         pair = pair[first]
