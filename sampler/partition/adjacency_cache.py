@@ -8,8 +8,8 @@ their narrowed form, and unpickling, in a process that has seen the token, takes
 arrays (and what was derived from them, `derived`) from here. The narrowed arrays still
 travel with every shard, so a process that has not seen a token (another worker) widens them
 as before: the cache changes no result, only how often the same arrays are converted.
-Arrays that came through here are read-only. Least recently used entries beyond
-BUDGET_BYTES are dropped.
+The adjacency arrays of a pickled shard, and of every shard unpickled from it, are the
+same read-only arrays. Least recently used entries beyond BUDGET_BYTES are dropped.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def pickled(token: bytes | None, arrays: tuple) -> tuple[bytes, tuple]:
     entry = _entry(token, arrays)
     if entry is None:
         offsets, nbr_key, nbr_row = arrays
+        for a in arrays:  # shared from now on by the shards unpickled in this process
+            a.flags.writeable = False
         token = os.urandom(16)
         entry = _Entry(arrays, (narrow_offsets(offsets), narrow(nbr_key), narrow(nbr_row)))
         _put(token, entry)
@@ -116,3 +118,10 @@ def derived(token: bytes | None, arrays: tuple, name: str, build: Callable[[], A
             entry.nbytes += size
             _used[0] += size
     return entry.derived[name]
+
+
+def clear() -> None:
+    """Forgets every entry (as a process that never saw them)."""
+    with _LOCK:
+        _CACHE.clear()
+        _used[0] = 0
