@@ -17,9 +17,14 @@ import apache_beam as beam
 from apache_beam.typehints import KV
 
 
+def tagged(key, index: int, value):
+    """An element of a Join's input as the Join carries it: value `index` of its tags."""
+    return key, (index, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+
+
 def _tag(keyed, index: int):
     key, value = keyed
-    return key, (index, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    return tagged(key, index, value)
 
 
 def _collect(keyed, tags: tuple[str, ...]):
@@ -36,21 +41,32 @@ def many(tag: str, pcolls) -> dict:
     return {f"{tag}/{i}": pcoll for i, pcoll in enumerate(pcolls)}
 
 
+class Grouped(beam.PTransform):
+    """`tagged` elements of one PCollection -> (key, {tag: [values]}): a Join of inputs that
+    one step makes together (no Flatten at all)."""
+
+    def __init__(self, tags: tuple[str, ...]):
+        super().__init__()
+        self._tags = tuple(tags)
+
+    def expand(self, pcoll):
+        return (
+            pcoll
+            | "GroupByKey" >> beam.GroupByKey()
+            | "Collect" >> beam.Map(_collect, self._tags).with_output_types(KV[Any, Any])
+        )
+
+
 class Join(beam.PTransform):
     """{name: keyed PCollection} -> (key, {tag: [values of that key]}); the tag of a name
     is the name up to its first "/" (see `many`), the tags in the order given."""
 
     def expand(self, inputs: dict):
         tags = tuple(dict.fromkeys(name.split("/")[0] for name in inputs))
-        tagged = [
+        tagged_inputs = [
             pcoll
             | f"Tag[{name}]"
             >> beam.Map(_tag, tags.index(name.split("/")[0])).with_output_types(KV[Any, Any])
             for name, pcoll in inputs.items()
         ]
-        return (
-            tagged
-            | "Flatten" >> beam.Flatten()
-            | "GroupByKey" >> beam.GroupByKey()
-            | "Collect" >> beam.Map(_collect, tags).with_output_types(KV[Any, Any])
-        )
+        return tagged_inputs | "Flatten" >> beam.Flatten() | "Group" >> Grouped(tags)

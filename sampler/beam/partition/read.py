@@ -8,11 +8,12 @@ sampler/partition/numbering.py.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.typehints import KV
 
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam.partition import combiners, join
@@ -123,7 +124,8 @@ def _key_index(shard: NodeShard):
 
 
 class _ResolveTargets(beam.DoFn):
-    """Target fingerprints -> original ids; re-keyed by the source's node shard."""
+    """Target fingerprints -> original ids; re-keyed by the source's node shard, with the
+    node index of the shard (every node shard passes here once), tagged for JoinSources."""
 
     def __init__(self, types: GraphTypes, num_shards: int):
         self._types = types
@@ -135,13 +137,15 @@ class _ResolveTargets(beam.DoFn):
     def process(self, keyed):
         (t, s), groups = keyed
         index = _index(groups["nodes"])
+        if index is not None:
+            yield join.tagged((t, s), 0, index)
         for etype, batch in groups["edges"]:
             dropped, pieces = numbering.resolve_targets(index, etype, batch, s, self._shards)
             if dropped:
                 self._dropped.inc(etype, dropped)
             src_type = self._types.ntype_id(self._types.etypes[etype][0])
             for src_shard, piece in pieces:
-                yield (src_type, src_shard), piece
+                yield join.tagged((src_type, src_shard), 1, piece)
 
 
 class _ResolveSources(beam.DoFn):
@@ -247,14 +251,12 @@ class ReadPartitionGraph(beam.PTransform):
             _SetStart("ntype"), beam.pvalue.AsSingleton(starts)
         ).with_output_types(NodeShard)
         indexes = nodes | "KeyIndexes" >> beam.Map(_key_index)
-        targets = (
+        unnumbered_edges = (
             {"nodes": indexes, **join.many("edges", edge_batches)}
             | "JoinTargets" >> Join()
-            | "ResolveTargets" >> beam.ParDo(_ResolveTargets(types, shards))
-        )
-        unnumbered_edges = (
-            {"nodes": indexes, "edges": targets}
-            | "JoinSources" >> Join()
+            | "ResolveTargets"
+            >> beam.ParDo(_ResolveTargets(types, shards)).with_output_types(KV[Any, Any])
+            | "JoinSources" >> join.Grouped(("nodes", "edges"))
             | "ResolveSources" >> beam.ParDo(_ResolveSources(types))
         )
         edge_starts = _starts(unnumbered_edges, "Edge", "etype", len(types.etypes), shards)
