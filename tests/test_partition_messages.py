@@ -143,3 +143,14 @@ def test_join_groups_like_cogroupbykey():
         ]
         assert_that(got, equal_to(expected), label="Join")
         assert_that(want, equal_to(expected), label="CoGroupByKey")
+
+
+def test_stable_order_is_lexsort():
+    rng = np.random.default_rng(8)
+    a, b, c = rng.integers(0, 5, 300), rng.integers(0, 3, 300), rng.integers(0, 4, 300)
+    assert np.array_equal(label_propagation.stable_order(a, b, c), np.lexsort((c, b, a)))
+    big = np.array([2**62, 0, 2**62, 1])  # no int64 code: lexsort itself
+    assert np.array_equal(label_propagation.stable_order(big, big), np.lexsort((big, big)))
+    negative = np.array([3, -1, 3, 0])
+    assert np.array_equal(label_propagation.stable_order(negative), np.lexsort((negative,)))
+    assert len(label_propagation.stable_order(np.zeros(0, np.int64))) == 0
