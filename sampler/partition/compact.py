@@ -22,7 +22,10 @@ import struct
 
 import numpy as np
 
-_NARROW = (np.int8, np.int16, np.int32)
+# (dtype, smallest value, largest value), narrowest first (np.iinfo is slow to build).
+_NARROW = tuple(
+    (t, int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int8, np.int16, np.int32)
+)
 
 
 def narrow(a):
@@ -31,9 +34,8 @@ def narrow(a):
     if not isinstance(a, np.ndarray) or a.dtype != np.int64 or a.size == 0:
         return a
     lo, hi = int(a.min()), int(a.max())
-    for dtype in _NARROW:
-        info = np.iinfo(dtype)
-        if info.min <= lo and hi <= info.max:
+    for dtype, low, high in _NARROW:
+        if low <= lo and hi <= high:
             return (a.astype(dtype),)
     return a
 

@@ -15,7 +15,8 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.partition.compact import narrow, narrow_offsets, widen, widen_offsets
+from sampler.partition import adjacency_cache
+from sampler.partition.compact import narrow, widen
 from sampler.partition.sparse import SparseCounts
 
 _SALT_MOVE = np.uint64(0x4C504D4F5645)  # "LPMOVE"
@@ -47,38 +48,100 @@ class LPShard:
     # Set by `lp_propose` for the current round:
     target: np.ndarray | None = None  # int64 proposed part, or -1
     gain: np.ndarray | None = None  # int64 level of the proposal's gain
+    # Names the adjacency in this process's adjacency cache (set when pickled).
+    adjacency_token: bytes | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def gids(self) -> np.ndarray:
         return (self.gid_start + np.arange(len(self.parts))).astype(np.uint64)
 
+    def adjacency(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.offsets, self.nbr_key, self.nbr_row
+
     def __reduce__(self):
-        # Pickled (between Beam stages) with its arrays narrowed: see compact.py.
+        # Pickled (between Beam stages) with its arrays narrowed: see compact.py; the
+        # adjacency's narrowed arrays once per process, with a token: see adjacency_cache.py.
+        token, narrowed = adjacency_cache.pickled(self.adjacency_token, self.adjacency())
+        self.adjacency_token = token
         arrays = (self.parts, self.classes, self.in_degree)
-        rest = (self.nbr_key, self.nbr_row, self.target, self.gain)
         return _lp_shard, (
             self.key,
             self.gid_start,
             *(narrow(a) for a in arrays),
-            narrow_offsets(self.offsets),
-            *(narrow(a) for a in rest),
+            token,
+            narrowed,
+            narrow(self.target),
+            narrow(self.gain),
         )
 
 
-def _lp_shard(key, gid_start, parts, classes, in_degree, degrees, nbr_key, nbr_row, target, gain):
+def _lp_shard(key, gid_start, parts, classes, in_degree, token, narrowed, target, gain):
+    offsets, nbr_key, nbr_row = adjacency_cache.unpickled(token, narrowed)
     return LPShard(
-        key, gid_start, widen(parts), widen(classes), widen(in_degree), widen_offsets(degrees),
-        widen(nbr_key), widen(nbr_row), widen(target), widen(gain),
+        key, gid_start, widen(parts), widen(classes), widen(in_degree), offsets, nbr_key,
+        nbr_row, widen(target), widen(gain), token,
     )  # fmt: skip
+
+
+def stable_order(*columns: np.ndarray) -> np.ndarray:
+    """np.lexsort(columns[::-1]): the order by the first column, then the next, ties in
+    input order; one stable argsort of one int64 code when the columns fit in it (a few
+    times faster than lexsort), else lexsort."""
+    if len(columns[0]) == 0 or min(int(c.min()) for c in columns) < 0:
+        return np.lexsort(columns[::-1])
+    spans = [int(c.max()) + 1 for c in columns]
+    if int(np.prod(spans, dtype=object)) >= np.iinfo(np.int64).max:
+        return np.lexsort(columns[::-1])
+    code = np.zeros(len(columns[0]), np.int64)
+    for column, span in zip(columns, spans, strict=True):
+        code = code * span + column
+    return np.argsort(code, kind="stable")
 
 
 def build_lp_adjacency(
     rows: int, local: np.ndarray, nbr_key: np.ndarray, nbr_row: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR (offsets, nbr_key, nbr_row) of a shard from (local row, neighbour) pairs."""
-    order = np.lexsort((nbr_row, nbr_key, local))
+    order = stable_order(local, nbr_key, nbr_row)
     offsets = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(local, minlength=rows), out=offsets[1:])
     return offsets, nbr_key[order].astype(np.int64), nbr_row[order].astype(np.int64)
+
+
+def split_by_key(key: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
+    """[(key, *arrays' rows of that key)] of rows sorted by `key`, by key ascending."""
+    bounds = np.flatnonzero(key[1:] != key[:-1]) + 1
+    starts, ends = np.r_[0, bounds], np.r_[bounds, len(key)]
+    return [
+        (int(key[a]), *(x[a:b] for x in arrays))
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+
+
+def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
+    """(order, group, key, row): the adjacency entries in (nbr_key, nbr_row) order, the
+    index of the distinct (nbr_key, nbr_row) pair of each, and the pairs. Static: kept in
+    the adjacency cache."""
+
+    def build():
+        order = stable_order(state.nbr_key, state.nbr_row)
+        key, row = state.nbr_key[order], state.nbr_row[order]
+        new = np.r_[True, (key[1:] != key[:-1]) | (row[1:] != row[:-1])]
+        small = np.int32 if len(order) < np.iinfo(np.int32).max else np.int64
+        group = (np.cumsum(new) - 1).astype(small)
+        return order.astype(small), group, key[new], row[new]
+
+    return adjacency_cache.derived(state.adjacency_token, state.adjacency(), "by_target", build)
+
+
+def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list:
+    """lp_messages by counting (pair, part) codes of the static pairs (no sort)."""
+    order, group, pair_key, pair_row = by_target(state)
+    code = group.astype(np.int64) * num_parts + sender_part[order]
+    counts = np.bincount(code, minlength=len(pair_key) * num_parts)
+    nonzero = np.flatnonzero(counts)
+    pair, part = np.divmod(nonzero, num_parts)
+    part_count = np.stack([part, counts[nonzero]], axis=1)
+    return split_by_key(pair_key[pair], pair_row[pair], part_count)
 
 
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -86,6 +149,8 @@ def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, n
     show to each neighbour shard, summed per (neighbour row, part)."""
     degrees = np.diff(state.offsets)
     sender_part = np.repeat(state.parts, degrees)
+    if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
+        return _counts_by_target(state, sender_part, num_parts)
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]
@@ -96,6 +161,16 @@ def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, n
         code, count = np.unique(code, return_counts=True)
         out.append((key, code // num_parts, np.stack([code % num_parts, count], axis=1)))
     return out
+
+
+def message_counts(messages: list[tuple[np.ndarray, np.ndarray]], n: int, num_parts: int):
+    """float64[n, num_parts]: the (rows, [part, count]) messages summed per (row, part), in
+    message order (np.bincount adds its weights in order, as np.add.at would)."""
+    if not messages:
+        return np.zeros((n, num_parts))
+    index = np.concatenate([rows * num_parts + pc[:, 0] for rows, pc in messages])
+    weights = np.concatenate([pc[:, 1] for _, pc in messages]).astype(np.float64)
+    return np.bincount(index, weights, minlength=n * num_parts).reshape(n, num_parts)
 
 
 def lp_propose(
@@ -115,10 +190,7 @@ def lp_propose(
     of the shard, dense.
     """
     n = len(state.parts)
-    counts = np.zeros(n * num_parts, dtype=np.float64)
-    for rows, part_count in messages:
-        np.add.at(counts, rows * num_parts + part_count[:, 0], part_count[:, 1])
-    counts = counts.reshape(n, num_parts)
+    counts = message_counts(messages, n, num_parts)
     gids = state.gids()
     step = ids.combine(np.uint64(seed), np.uint64(round_))
     jitter = ids.uniform(ids.combine(step, _SALT_TIE, gids[:, None], np.arange(num_parts)))

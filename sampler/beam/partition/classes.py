@@ -9,6 +9,7 @@ import apache_beam as beam
 import numpy as np
 
 from sampler.beam.partition import combiners
+from sampler.beam.partition.join import Join
 from sampler.partition import classes
 from sampler.partition.graph import EdgeShard, GraphTypes, NodeShard
 
@@ -93,7 +94,7 @@ class ClassifyNodes(beam.PTransform):
         )
         info = (
             {"values": values, "degree": degree}
-            | "JoinDegree" >> beam.CoGroupByKey()
+            | "JoinDegree" >> Join()
             | "Info" >> beam.ParDo(_Info(), beam.pvalue.AsSingleton(table))
         )
         return NodeClasses(info, table)

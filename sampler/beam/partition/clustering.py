@@ -19,7 +19,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
 from sampler.beam.partition.combiners import CombineAll, Fold, MergeCounts, add
-from sampler.beam.partition.messages import Gather
+from sampler.beam.partition.join import Join
+from sampler.beam.partition.messages import Gather, split
 from sampler.partition import clustering, label_propagation
 from sampler.partition.compact import pack_arrays, unpack_arrays
 
@@ -148,7 +149,7 @@ class _ClusterRound(beam.PTransform):
             self._round = round_
 
         def process(self, keyed, full):
-            key, groups = keyed
+            key, groups = split(keyed)
             config = self._config
             for shard in groups["state"]:
                 joiners = clustering.cluster_propose(
@@ -198,7 +199,7 @@ class _ClusterRound(beam.PTransform):
         proposed = gathered | "Propose" >> beam.ParDo(
             self._Propose(config, self._round), beam.pvalue.AsSingleton(full)
         ).with_output_types(KV[Any, Any]).with_outputs("joiners", main="state")
-        joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> beam.CoGroupByKey()
+        joined = {"sizes": sizes, "joiners": proposed.joiners} | "Join" >> Join()
         admission = _big_table(
             joined, "Admission", beam.Map(self._admit, beam.pvalue.AsSingleton(num_nodes))
         )
@@ -285,7 +286,7 @@ class _RebalanceRound(beam.PTransform):
         return clustering.group_counts(clustering.group_keys(state, self._by_degree), state.parts)
 
     def _propose(self, keyed, sizes):
-        key, groups = keyed
+        key, groups = split(keyed)
         messages = [(rows, part_count) for rows, part_count in groups["messages"]]
         for state in groups["state"]:
             group = _group(state, sizes, self._by_degree)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from sampler.beam.partition.join import Join
 from sampler.partition import halo
 
 NAMESPACE = "partition"
@@ -63,7 +64,7 @@ class HaloHops(beam.PTransform):
                 groups["seen"] = seen | f"Hop{hop}/Seen" >> beam.Flatten()
             result = (
                 groups
-                | f"Hop{hop}/Join" >> beam.CoGroupByKey()
+                | f"Hop{hop}/Join" >> Join()
                 | f"Hop{hop}/Expand"
                 >> beam.ParDo(self._Expand(self._parts, hop)).with_outputs(
                     "expanded", "frontier", main="edges"

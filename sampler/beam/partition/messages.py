@@ -33,7 +33,11 @@ class _Send(beam.DoFn):
             yield target, (_MESSAGE, pack_arrays(message))
 
 
-def _split(keyed):
+def split(keyed):
+    """A Gather element as (key, {"state": [state or nothing], "messages": [message, ...]}).
+
+    Called by the consumer of Gather itself: a Map of its own would be one more operation
+    per round, whose output (every message, unpacked) Beam pickles to sample its size."""
     key, values = keyed
     groups = {"state": [], "messages": []}
     for tag, value in values:
@@ -45,7 +49,7 @@ def _split(keyed):
 
 
 class Gather(beam.PTransform):
-    """Keyed states -> (key, {"state": [state or nothing], "messages": [message, ...]})."""
+    """Keyed states -> (key, tagged states and packed messages), which `split` reads."""
 
     def __init__(self, messages):
         super().__init__()
@@ -56,5 +60,4 @@ class Gather(beam.PTransform):
             state
             | "Send" >> beam.ParDo(_Send(self._messages)).with_output_types(KV[Any, Any])
             | "Group" >> beam.GroupByKey()
-            | "Split" >> beam.Map(_split).with_output_types(KV[Any, Any])
         )

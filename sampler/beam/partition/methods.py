@@ -19,7 +19,8 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
-from sampler.beam.partition.messages import Gather
+from sampler.beam.partition.join import Join
+from sampler.beam.partition.messages import Gather, split
 from sampler.partition import assign, label_propagation, random_deal
 from sampler.partition.compact import CompactTuple
 from sampler.partition.graph import EdgeShard, GraphTypes
@@ -145,7 +146,7 @@ class MetisParts(beam.PTransform):
         )
         return (
             {"nodes": info | "OneKey" >> beam.Map(lambda x: (0, x)), "edges": gids}
-            | "Gather" >> beam.CoGroupByKey()
+            | "Gather" >> Join()
             | "Metis"
             >> beam.ParDo(
                 self._Partition(self._config),
@@ -228,7 +229,7 @@ class LabelPropagation(beam.PTransform):
             self._round = round_
 
         def process(self, keyed, class_table):
-            key, groups = keyed
+            key, groups = split(keyed)
             messages = sorted(groups["messages"], key=lambda m: m[0].tobytes())
             for state in groups["state"]:
                 summary = label_propagation.lp_propose(
@@ -286,7 +287,7 @@ class LabelPropagation(beam.PTransform):
                 | "KeyParts" >> beam.Map(shard_key).with_output_types(KV[Any, Any]),
                 "adjacency": adjacency,
             }
-            | "JoinState" >> beam.CoGroupByKey()
+            | "JoinState" >> Join()
             | "Init"
             >> beam.ParDo(self._Init(shards), beam.pvalue.AsSingleton(starts)).with_output_types(
                 KV[Any, Any]

@@ -13,6 +13,7 @@ import numpy as np
 
 from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig
+from sampler.beam.partition.join import Join
 from sampler.partition import layout, new_ids
 from sampler.partition.graph import EdgeShard, GraphTypes
 
@@ -123,12 +124,12 @@ class NumberNodesAndEdges(beam.PTransform):
         )
         targets = (
             {"layout": node_layout, "edges": split.by_target}
-            | "JoinTargets" >> beam.CoGroupByKey()
+            | "JoinTargets" >> Join()
             | "TargetEnds" >> beam.ParDo(_TargetEnds(types), beam.pvalue.AsSingleton(starts))
         )
         ends = (
             {"layout": node_layout, "targets": targets, "edges": split.by_source}
-            | "JoinSources" >> beam.CoGroupByKey()
+            | "JoinSources" >> Join()
             | "Ends"
             >> beam.ParDo(_Ends(shape_e), beam.pvalue.AsSingleton(starts)).with_outputs(
                 "counts", main="edges"

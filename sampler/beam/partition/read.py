@@ -8,15 +8,17 @@ sampler/partition/numbering.py.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
+from apache_beam.typehints import KV
 
 from sampler.batches import EdgeBatch, NodeBatch
-from sampler.beam.partition import combiners
+from sampler.beam.partition import combiners, join
 from sampler.beam.partition.config import NAMESPACE
+from sampler.beam.partition.join import Join
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
 from sampler.io.graph_tables import latent_ends
 from sampler.partition import numbering
@@ -62,7 +64,8 @@ class _BuildShard(beam.DoFn):
         }
 
     def process(self, keyed):
-        (t, s), parts = keyed
+        (t, s), groups = keyed
+        parts = groups["batches"]
         name = self._types.ntypes[t]
         parts = sorted(parts, key=lambda b: (len(b), int(b.fp[0]) if len(b) else 0))
         shard = build_node_shard(t, s, parts, self._types.node_features[name], name)
@@ -121,7 +124,8 @@ def _key_index(shard: NodeShard):
 
 
 class _ResolveTargets(beam.DoFn):
-    """Target fingerprints -> original ids; re-keyed by the source's node shard."""
+    """Target fingerprints -> original ids; re-keyed by the source's node shard, with the
+    node index of the shard (every node shard passes here once), tagged for JoinSources."""
 
     def __init__(self, types: GraphTypes, num_shards: int):
         self._types = types
@@ -133,13 +137,15 @@ class _ResolveTargets(beam.DoFn):
     def process(self, keyed):
         (t, s), groups = keyed
         index = _index(groups["nodes"])
+        if index is not None:
+            yield join.tagged((t, s), 0, index)
         for etype, batch in groups["edges"]:
             dropped, pieces = numbering.resolve_targets(index, etype, batch, s, self._shards)
             if dropped:
                 self._dropped.inc(etype, dropped)
             src_type = self._types.ntype_id(self._types.etypes[etype][0])
             for src_shard, piece in pieces:
-                yield (src_type, src_shard), piece
+                yield join.tagged((src_type, src_shard), 1, piece)
 
 
 class _ResolveSources(beam.DoFn):
@@ -223,12 +229,12 @@ class ReadPartitionGraph(beam.PTransform):
         return node_batches, edge_batches, bad
 
     def _split_nodes(self, node_batches):
+        """Every node batch PCollection keyed by node shard (no Flatten per node set: the
+        local runner makes a stage of each that copies every batch)."""
         return [
-            node_batches[name]
-            | f"AllNodes/{name}" >> beam.Flatten()
-            | f"SplitNodes/{name}" >> beam.ParDo(_SplitNodes(t, self._shards))
+            batches | f"SplitNodes/{name}/{j}" >> beam.ParDo(_SplitNodes(t, self._shards))
             for t, name in enumerate(self._types.ntypes)
-            if node_batches[name]
+            for j, batches in enumerate(node_batches[name])
         ]
 
     def expand(self, pbegin) -> NumberedGraph:
@@ -236,9 +242,8 @@ class ReadPartitionGraph(beam.PTransform):
         tabled = {n for n in types.ntypes if graph.node_sets[n].filename}
         node_batches, edge_batches, bad = self._read_tables(pbegin)
         unnumbered = (
-            self._split_nodes(node_batches)
-            | "FlattenNodes" >> beam.Flatten()
-            | "GroupNodes" >> beam.GroupByKey()
+            join.many("batches", self._split_nodes(node_batches))
+            | "GroupNodes" >> Join()
             | "BuildNodeShards" >> beam.ParDo(_BuildShard(types, tabled))
         )
         starts = _starts(unnumbered, "Node", "ntype", len(types.ntypes), shards)
@@ -246,14 +251,12 @@ class ReadPartitionGraph(beam.PTransform):
             _SetStart("ntype"), beam.pvalue.AsSingleton(starts)
         ).with_output_types(NodeShard)
         indexes = nodes | "KeyIndexes" >> beam.Map(_key_index)
-        targets = (
-            {"nodes": indexes, "edges": edge_batches | "FlattenEdges" >> beam.Flatten()}
-            | "JoinTargets" >> beam.CoGroupByKey()
-            | "ResolveTargets" >> beam.ParDo(_ResolveTargets(types, shards))
-        )
         unnumbered_edges = (
-            {"nodes": indexes, "edges": targets}
-            | "JoinSources" >> beam.CoGroupByKey()
+            {"nodes": indexes, **join.many("edges", edge_batches)}
+            | "JoinTargets" >> Join()
+            | "ResolveTargets"
+            >> beam.ParDo(_ResolveTargets(types, shards)).with_output_types(KV[Any, Any])
+            | "JoinSources" >> join.Grouped(("nodes", "edges"))
             | "ResolveSources" >> beam.ParDo(_ResolveSources(types))
         )
         edge_starts = _starts(unnumbered_edges, "Edge", "etype", len(types.etypes), shards)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
+from sampler.beam.partition.join import Join
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
 from sampler.errors import UserError
 from sampler.io.files import write_output
@@ -184,7 +185,7 @@ class WritePartitions(beam.PTransform):
             part_edges = (part_edges, hops) | "AllPartEdges" >> beam.Flatten()
         part_nodes = (
             {"nodes": inputs.nodes | "KeyNodes" >> beam.Map(key_shard), "layout": new.node_layout}
-            | "JoinNodes" >> beam.CoGroupByKey()
+            | "JoinNodes" >> Join()
             | "NodesToParts" >> beam.ParDo(_NodesToParts()).with_outputs("node_ids", main="parts")
         )
         node_ids = part_nodes.node_ids | "WriteNodeIds" >> beam.ParDo(
@@ -192,13 +193,13 @@ class WritePartitions(beam.PTransform):
         )
         written = (
             {"nodes": part_nodes.parts, "edges": part_edges}
-            | "GroupByPart" >> beam.CoGroupByKey()
+            | "GroupByPart" >> Join()
             | "WriteParts"
             >> beam.ParDo(_WritePart(types, out), beam.pvalue.AsSingleton(new.layout))
         )
         class_counts = (
             {"info": inputs.info | "KeyInfo" >> beam.Map(key_shard), "parts": inputs.parts}
-            | "JoinClasses" >> beam.CoGroupByKey()
+            | "JoinClasses" >> Join()
             | "ClassParts" >> beam.Map(_class_part_counts)
             | "SumClassParts" >> combiners.CombineAll(combiners.MergeCounts())
         )
