@@ -11,8 +11,8 @@ from sampler.tools import placement_cost as pc
 
 def test_memory_per_process_follows_the_measured_rates():
     assert pc.process_gb("worker", 1e9, 0.5e9, 16) == pytest.approx(0.4 + 3.1)
-    assert pc.process_gb("topology", 1e9, 0.5e9, 16) == pytest.approx(0.4 + 1.55 + 3.0)
-    assert pc.process_gb("sharded", 16e9, 8e9, 16) == pytest.approx(0.4 + 3.1 + 4.0)
+    assert pc.process_gb("topology", 1e9, 0.5e9, 16) == pytest.approx(0.4 + 1.55 + 0.4)
+    assert pc.process_gb("sharded", 16e9, 8e9, 16) == pytest.approx(0.4 + 3.1 + 1.5)
 
 
 def test_machines_one_process_per_vcpu_then_one_per_vm_then_none():
@@ -23,8 +23,8 @@ def test_machines_one_process_per_vcpu_then_one_per_vm_then_none():
     assert worker.billed_vcpu_hours == pytest.approx(1.0)
     # 1 CPU-hour at $0.056 + 4 GB x $0.003557, plus 0.1 x 10 GB of shuffle at $0.011
     assert worker.cost_usd == pytest.approx(0.056 + 4 * 0.003557 + 1.0 * 0.011)
-    assert small["topology"].vcpu_hours == pytest.approx(1.55)
-    assert small["sharded"].shuffle_gb == pytest.approx(40.0)
+    assert small["topology"].vcpu_hours == pytest.approx(1.4)
+    assert small["sharded"].shuffle_gb == pytest.approx(25.0)
     # 40 GB of tables: 124.4 GB per process, more than any machine's memory per vCPU;
     # n2-highmem-16 (128 GB) holds one process, and all 16 vCPUs are billed
     big = pc.placement_costs(40e9, 4e9, 10e9, 3600.0)[0]

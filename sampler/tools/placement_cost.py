@@ -9,12 +9,16 @@ graphs with 128-dim paper features):
   rate over-predicts large graphs, the safe side). It shuffles 0.1 to 0.85 x the output,
   and every process reads the graph (the tables) as a side input.
 - `topology` holds the graph without node features, the same 3.1 x applied to the tables less
-  their feature bytes, plus a per-bucket working set measured at 1.1 GB (10k papers) to 3 GB
-  (100k papers) above the `worker` placement's; it shuffles about 0.47 x the output (the
-  sampled ids out, their feature rows back) and took 1.55 x the `worker` time at 100k papers.
-- `sharded` holds one node shard's adjacency and rows at a time (about 4 x tables / shards)
-  plus the frontier and bucket pieces; it shuffles 2.5 to 4 x the output and takes about 3 x
-  the `worker` CPU.
+  their feature bytes, plus a working set (sampled subgraphs, feature rows, the fill of a
+  chunk) measured at 0.30 GB (10k papers) and 0.34 GB (100k papers); it shuffles 0.45 to
+  0.96 x the output (the sampled topology to the fill, the feature rows back) and took 1.42 x
+  and 1.35 x the `worker` time at 10k and 100k papers.
+- `sharded` holds one node shard's adjacency and rows at a time (3.1 x tables / shards)
+  plus the frontier and bucket pieces, measured at 1.0 GB (10k) and 1.5 GB (100k); it
+  shuffles 2.0 to 2.3 x the output and took 2.8 x and 1.9 x the `worker` time (10k, 100k).
+
+These are the runs after `pipelines.streamed_inputs` (the local runner had sent each worker
+process its whole share of a stage's input at once, which had tripled their memory).
 
 Python on Dataflow runs one SDK process per vCPU: a machine fits a placement when its memory
 per vCPU holds one process. A graph too large for that can still run `worker` or `topology`
@@ -32,10 +36,10 @@ import dataclasses
 GB = 1e9
 BASE_PROCESS_GB = 0.4  # an SDK process with Python, Beam, numpy and pyarrow, idle
 RSS_PER_TABLE_BYTE = 3.1  # SDK process RSS growth per byte of table files held
-TOPOLOGY_WORKING_SET_GB = 3.0  # topology's per-bucket working set above worker's (100k)
-SHARDED_WORKING_SET_GB = 4.0  # sharded's frontier and bucket pieces (10k and 100k runs)
-SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 0.47, "sharded": 4.0}
-TIME_FACTOR = {"worker": 1.0, "topology": 1.55, "sharded": 3.0}
+TOPOLOGY_WORKING_SET_GB = 0.4  # topology's working set above its tables (0.30-0.34 measured)
+SHARDED_WORKING_SET_GB = 1.5  # sharded's frontier and bucket pieces (1.0-1.5 measured)
+SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.5}
+TIME_FACTOR = {"worker": 1.0, "topology": 1.4, "sharded": 1.9}
 VCPU_HOUR_USD = 0.056
 GB_HOUR_USD = 0.003557
 SHUFFLE_GB_USD = 0.011
