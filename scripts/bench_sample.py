@@ -277,11 +277,15 @@ def placement_report(results: list[dict]) -> str:
             continue
         used = r.get("resources") or {}
         key = (r["papers"], r.get("feature_dim"), r["seeds"], r["workers"])
+        # the `worker` run of the same batch (records appended later carry another "note")
         base = next((o for o in results if o["system"] == "ours" and not o["stopped"]
-                     and (o["papers"], o.get("feature_dim"), o["seeds"], o.get("workers")) == key),
+                     and (o["papers"], o.get("feature_dim"), o["seeds"], o.get("workers")) == key
+                     and o.get("note") == r.get("note")),
                     None)  # fmt: skip
         vs = f"{r['seconds'] / base['seconds']:.2f}x" if base and not r["stopped"] else "-"
-        worker = max(r.get("sdk_worker_peak_rss_bytes") or [0])
+        # the peak seen by polling, or the exact one (getrusage of the reaped workers)
+        polled = max(r.get("sdk_worker_peak_rss_bytes") or [0])
+        worker = max(polled, (used.get("largest_sdk_worker_peak_rss_mb") or 0) * 2**20)
         out = r["output_bytes"]
         shuffle = used.get("shuffle_bytes", 0)
         wall = f"{r['seconds']:.0f}" + (f" ({r['stopped']})" if r["stopped"] else "")

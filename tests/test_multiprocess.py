@@ -193,9 +193,11 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
 
 def test_topology_at_scale_on_worker_processes_is_right_or_fails_in_one_line(tmp_path):
     """At 10k papers with 128-dim features, Beam 2.77's local runner with SDK worker
-    processes was seen to lose grouped rows (docs/BENCHMARKS.md), and the topology placement
-    then gave nodes a neighbour's features. Now the run either writes the oracle's records or
-    fails with the one lost-rows line; it never writes other records."""
+    processes was seen to lose grouped rows when it sent each worker its whole input at once
+    (docs/BENCHMARKS.md), and the topology placement then gave nodes a neighbour's features.
+    The input now goes in bounded messages (pipelines.streamed_inputs) and no run has lost a
+    row since; should one, the run fails with the one lost-rows line. It never writes other
+    records than the oracle's."""
     import os
     import subprocess
     import sys

@@ -123,9 +123,10 @@ class _SplitSampleNodes(beam.DoFn):
 
 
 # Rows of per-sample pieces sent to their bucket and received there (per kind). Beam 2.77's
-# local FnApiRunner with SDK worker processes (--direct_running_mode=multi_processing, any
-# --direct_num_workers) loses grouped elements at scale (docs/BENCHMARKS.md); the CLI compares
-# the two after the run (pipelines.accounting.check_shuffle) so a loss is an error.
+# local FnApiRunner with SDK worker processes (--direct_running_mode=multi_processing) lost
+# grouped elements at scale when it sent each worker its whole input at once (fixed by
+# pipelines.streamed_inputs; the Beam step that dropped them was not found, docs/BENCHMARKS.md);
+# the CLI compares the two after the run (pipelines.accounting.check_shuffle): a loss is an error.
 SHUFFLE_SENT, SHUFFLE_RECEIVED = "shuffle_rows_sent", "shuffle_rows_received"
 LOST_ROWS = (
     "the runner lost rows between stages; Beam 2.77's local runner does so with"
