@@ -145,6 +145,21 @@ def test_join_groups_like_cogroupbykey():
         assert_that(want, equal_to(expected), label="CoGroupByKey")
 
 
+def test_groups_coder_round_trip_and_size():
+    import pickle
+
+    from sampler.beam.partition.join import Groups, GroupsCoder
+
+    groups = Groups({"a": [np.arange(4)], "b": []})
+    groups.nbytes = len(pickle.dumps(np.arange(4), pickle.HIGHEST_PROTOCOL))
+    coder = GroupsCoder()
+    back = coder.decode(coder.encode(groups))
+    assert isinstance(back, Groups) and back.nbytes == groups.nbytes
+    assert list(back) == ["a", "b"] and np.array_equal(back["a"][0], np.arange(4))
+    assert coder.get_impl().estimate_size(groups) == groups.nbytes
+    assert coder.get_impl().decode(coder.get_impl().encode(groups)).nbytes == groups.nbytes
+
+
 def test_stable_order_is_lexsort():
     rng = np.random.default_rng(8)
     a, b, c = rng.integers(0, 5, 300), rng.integers(0, 3, 300), rng.integers(0, 4, 300)
