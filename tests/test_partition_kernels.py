@@ -146,3 +146,23 @@ def test_sum_pairs_matches_lexsort():
     want = sa[first], sb[first], np.add.reduceat(sw, first)
     for got, expected in zip(_sum_pairs(a, b, w), want, strict=True):
         assert np.array_equal(got, expected)
+
+
+def test_local_ids_table_is_the_binary_search():
+    from sampler.partition.layout import _local_ids
+
+    rng = np.random.default_rng(3)
+    first, inner = 100, 50
+    halo = np.unique(np.r_[rng.integers(0, 100, 30), rng.integers(150, 400, 40)])
+    ids = np.r_[rng.choice(halo, 200), rng.integers(first, first + inner, 100)]
+    rng.shuffle(ids)
+
+    def search(x):
+        mine = (x >= first) & (x < first + inner)
+        return np.where(mine, x - first, inner + np.searchsorted(halo, x)).astype(np.int64)
+
+    local = _local_ids(first, inner, halo)
+    assert np.array_equal(local(ids), search(ids))
+    unknown = np.r_[ids, 399 if 399 not in halo else 398, 10_000, -1]  # neither: search's
+    assert np.array_equal(local(unknown), search(unknown))
+    assert np.array_equal(local(np.zeros(0, np.int64)), np.zeros(0, np.int64))
