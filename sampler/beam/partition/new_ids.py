@@ -138,9 +138,9 @@ class NumberNodesAndEdges(beam.PTransform):
             {"layout": node_layout, "targets": targets, "edges": split.by_source}
             | "JoinSources" >> Join()
             | "Ends"
-            >> beam.ParDo(_Ends(shape_e), beam.pvalue.AsSingleton(starts)).with_outputs(
-                "counts", main="edges"
-            )
+            >> beam.ParDo(_Ends(shape_e), beam.pvalue.AsSingleton(starts))
+            .with_output_types(new_ids.EdgesWithEnds)
+            .with_outputs("counts", main="edges")
         )
         edge_counts = (
             ends.counts
