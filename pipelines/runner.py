@@ -14,7 +14,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import resources, streamed_inputs
+from pipelines import dofn_specs, resources, streamed_inputs
 from sampler.errors import UserError
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
@@ -29,6 +29,7 @@ def make_runner(name: str | None):
     `--direct_running_mode=multi_processing --direct_num_workers=N`.
     """
     if name in LOCAL_RUNNERS:
+        dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
         return LocalRunner()
     return name
 

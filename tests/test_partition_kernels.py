@@ -146,3 +146,37 @@ def test_sum_pairs_matches_lexsort():
     want = sa[first], sb[first], np.add.reduceat(sw, first)
     for got, expected in zip(_sum_pairs(a, b, w), want, strict=True):
         assert np.array_equal(got, expected)
+
+
+def test_local_ids_table_is_the_binary_search():
+    from sampler.partition.layout import _local_ids
+
+    rng = np.random.default_rng(3)
+    first, inner = 100, 50
+    halo = np.unique(np.r_[rng.integers(0, 100, 30), rng.integers(150, 400, 40)])
+    ids = np.r_[rng.choice(halo, 200), rng.integers(first, first + inner, 100)]
+    rng.shuffle(ids)
+
+    def search(x):
+        mine = (x >= first) & (x < first + inner)
+        return np.where(mine, x - first, inner + np.searchsorted(halo, x)).astype(np.int64)
+
+    local = _local_ids(first, inner, halo)
+    assert np.array_equal(local(ids), search(ids))
+    unknown = np.r_[ids, 399 if 399 not in halo else 398, 10_000, -1]  # neither: search's
+    assert np.array_equal(local(unknown), search(unknown))
+    assert np.array_equal(local(np.zeros(0, np.int64)), np.zeros(0, np.int64))
+
+
+def test_edge_shape_counts_of_ranked_edges_are_those_of_the_input():
+    from sampler.graph_checks import edge_shape_counts
+    from sampler.partition.graph import rank_edges
+
+    rng = np.random.default_rng(5)
+    src, dst = rng.integers(0, 6, 200), rng.integers(0, 6, 200)
+    feats = {"w": rng.integers(0, 3, 200).astype(np.float32)}
+    ranked = rank_edges(0, 0, src, dst, np.zeros(200, np.int64), feats)
+    for same_set in (True, False):
+        want = edge_shape_counts(src, dst, same_set)
+        assert want[1] > 0 and (want[0] > 0) == same_set
+        assert edge_shape_counts(ranked.src, ranked.dst, same_set) == want

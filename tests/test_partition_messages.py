@@ -145,6 +145,38 @@ def test_join_groups_like_cogroupbykey():
         assert_that(want, equal_to(expected), label="CoGroupByKey")
 
 
+def test_groups_coder_round_trip_and_size():
+    import pickle
+
+    from sampler.beam.partition.join import Groups, GroupsCoder
+
+    groups = Groups({"a": [np.arange(4)], "b": []})
+    groups.nbytes = len(pickle.dumps(np.arange(4), pickle.HIGHEST_PROTOCOL))
+    coder = GroupsCoder()
+    back = coder.decode(coder.encode(groups))
+    assert isinstance(back, Groups) and back.nbytes == groups.nbytes
+    assert list(back) == ["a", "b"] and np.array_equal(back["a"][0], np.arange(4))
+    assert coder.get_impl().estimate_size(groups) == groups.nbytes
+    assert coder.get_impl().decode(coder.get_impl().encode(groups)).nbytes == groups.nbytes
+
+
+def test_arrays_coder_pickles_and_sizes_shards_by_their_arrays():
+    import apache_beam as beam
+
+    from sampler.beam.partition.sized import ArraysCoder, nbytes
+    from sampler.partition.graph import EdgeShard, NodeShard
+    from sampler.partition.new_ids import EdgesWithEnds
+
+    for t in (NodeShard, EdgeShard, EdgesWithEnds):
+        assert isinstance(beam.coders.registry.get_coder(t), ArraysCoder)
+    impl = ArraysCoder().get_impl()
+    value = {"a": np.arange(1000, dtype=np.int64), "b": [np.zeros(10, np.float32), b"xy"]}
+    back = impl.decode(impl.encode(value))
+    assert np.array_equal(back["a"], value["a"]) and back["b"][1] == b"xy"
+    assert impl.estimate_size(value) == nbytes(value)
+    assert 8040 <= nbytes(value) <= len(impl.encode(value)) + 400
+
+
 def test_stable_order_is_lexsort():
     rng = np.random.default_rng(8)
     a, b, c = rng.integers(0, 5, 300), rng.integers(0, 3, 300), rng.integers(0, 4, 300)

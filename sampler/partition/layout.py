@@ -224,13 +224,8 @@ def assemble_partition(
     all_src = np.concatenate([inner_cols["src"], outer_cols["src"]])
     all_dst = np.concatenate([inner_cols["dst"], outer_cols["dst"]])
 
-    def local(new_ids: np.ndarray) -> np.ndarray:
-        mine = (new_ids >= first_node) & (new_ids < first_node + num_inner)
-        return np.where(
-            mine, new_ids - first_node, num_inner + np.searchsorted(halo_id, new_ids)
-        ).astype(np.int64)
-
     num_halo = len(halo_id)
+    local = _local_ids(first_node, num_inner, halo_id)
     node_ids = np.concatenate([np.arange(first_node, first_node + num_inner), halo_id])
     is_inner = np.concatenate([np.ones(num_inner, np.uint8), np.zeros(num_halo, np.uint8)])
     part_id = np.concatenate([np.full(num_inner, part, np.int64), halo_part])
@@ -262,6 +257,34 @@ def assemble_partition(
         edata={k: v.astype(_RESERVED_DTYPES[k]) for k, v in edata.items()},
     )
     return PartitionData(graph, node_feats, edge_feats, orig_nids, orig_eids)
+
+
+def _local_ids(first_node: int, num_inner: int, halo_id: np.ndarray):
+    """new id -> local id of the partition: inner nodes first, then the sorted HALO ids; one
+    gather from a dense table of every id the partition knows (instead of a binary search
+    of every end), the binary search's answer where an id is neither."""
+
+    def search(new_ids: np.ndarray) -> np.ndarray:
+        mine = (new_ids >= first_node) & (new_ids < first_node + num_inner)
+        return np.where(
+            mine, new_ids - first_node, num_inner + np.searchsorted(halo_id, new_ids)
+        ).astype(np.int64)
+
+    end = first_node + num_inner
+    if first_node < 0 or (len(halo_id) and halo_id[0] < 0):
+        return search
+    size = max(end, int(halo_id[-1]) + 1 if len(halo_id) else 0)
+    table = np.full(size, -1, np.int64)
+    table[halo_id] = num_inner + np.arange(len(halo_id))
+    table[first_node:end] = np.arange(num_inner)  # inner ids first, as in search
+
+    def local(new_ids: np.ndarray) -> np.ndarray:
+        if len(new_ids) == 0 or new_ids.min() < 0 or new_ids.max() >= size:
+            return search(new_ids)
+        got = table[new_ids]
+        return search(new_ids) if (got < 0).any() else got
+
+    return local
 
 
 _RESERVED_DTYPES = {

@@ -90,7 +90,7 @@ def resolve_sources(
         if not len(keep):  # a shard with no nodes of this type has no edges
             return SourceResult(None, dropped, 0, 0)
     src_set, _, dst_set = types.etypes[etype]
-    loops, parallel = edge_shape_counts(src, dst, src_set == dst_set)
-    return SourceResult(
-        rank_edges(etype, shard, src, dst, dst_shard, feats), dropped, loops, parallel
-    )
+    ranked = rank_edges(etype, shard, src, dst, dst_shard, feats)
+    # Counted on the ranked edges: in (source, target) order, no sort of their own.
+    loops, parallel = edge_shape_counts(ranked.src, ranked.dst, src_set == dst_set)
+    return SourceResult(ranked, dropped, loops, parallel)

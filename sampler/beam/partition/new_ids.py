@@ -11,7 +11,7 @@ from typing import NamedTuple
 import apache_beam as beam
 import numpy as np
 
-from sampler.beam.partition import combiners
+from sampler.beam.partition import combiners, join
 from sampler.beam.partition.config import PartitionConfig
 from sampler.beam.partition.join import Join
 from sampler.partition import layout, new_ids
@@ -57,21 +57,23 @@ class _SplitByTarget(beam.DoFn):
         t = self._dst_type[edges.etype]
         for s in np.unique(edges.dst_shard):
             rows = np.flatnonzero(edges.dst_shard == s)
-            yield (t, int(s)), (edges.etype, edges.shard, rows, edges.dst[rows])
+            yield join.tagged((t, int(s)), 0, (edges.etype, edges.shard, rows, edges.dst[rows]))
         yield beam.pvalue.TaggedOutput(
             "by_source", ((self._src_type[edges.etype], edges.shard), edges)
         )
 
 
 class _TargetEnds(beam.DoFn):
-    """Parts and new ids of the targets of edge pieces; re-keyed by the source shard."""
+    """Parts and new ids of the targets of edge pieces; re-keyed by the source shard. The
+    layout of the target shard is a side input by shard (a second input of the group would
+    be a Flatten, which the local runner makes a stage that copies every piece)."""
 
     def __init__(self, types: GraphTypes):
         self._src_type = [types.ntype_id(e[0]) for e in types.etypes]
 
-    def process(self, keyed, starts):
+    def process(self, keyed, starts, layouts):
         (t, s), groups = keyed
-        (node,) = groups["layout"]
+        (node,) = layouts[(t, s)]
         for etype, shard, rows, dst in groups["edges"]:
             ends = new_ids.target_ends(node, starts[t, s], etype, shard, rows, dst)
             yield (self._src_type[etype], shard), ends
@@ -123,17 +125,22 @@ class NumberNodesAndEdges(beam.PTransform):
             "by_source", main="by_target"
         )
         targets = (
-            {"layout": node_layout, "edges": split.by_target}
-            | "JoinTargets" >> Join()
-            | "TargetEnds" >> beam.ParDo(_TargetEnds(types), beam.pvalue.AsSingleton(starts))
+            split.by_target
+            | "JoinTargets" >> join.Grouped(("edges",))
+            | "TargetEnds"
+            >> beam.ParDo(
+                _TargetEnds(types),
+                beam.pvalue.AsSingleton(starts),
+                beam.pvalue.AsMultiMap(node_layout),
+            )
         )
         ends = (
             {"layout": node_layout, "targets": targets, "edges": split.by_source}
             | "JoinSources" >> Join()
             | "Ends"
-            >> beam.ParDo(_Ends(shape_e), beam.pvalue.AsSingleton(starts)).with_outputs(
-                "counts", main="edges"
-            )
+            >> beam.ParDo(_Ends(shape_e), beam.pvalue.AsSingleton(starts))
+            .with_output_types(new_ids.EdgesWithEnds)
+            .with_outputs("counts", main="edges")
         )
         edge_counts = (
             ends.counts

@@ -244,7 +244,8 @@ class ReadPartitionGraph(beam.PTransform):
         unnumbered = (
             join.many("batches", self._split_nodes(node_batches))
             | "GroupNodes" >> Join()
-            | "BuildNodeShards" >> beam.ParDo(_BuildShard(types, tabled))
+            | "BuildNodeShards"
+            >> beam.ParDo(_BuildShard(types, tabled)).with_output_types(NodeShard)
         )
         starts = _starts(unnumbered, "Node", "ntype", len(types.ntypes), shards)
         nodes = unnumbered | "NumberNodes" >> beam.ParDo(
@@ -257,7 +258,7 @@ class ReadPartitionGraph(beam.PTransform):
             | "ResolveTargets"
             >> beam.ParDo(_ResolveTargets(types, shards)).with_output_types(KV[Any, Any])
             | "JoinSources" >> join.Grouped(("nodes", "edges"))
-            | "ResolveSources" >> beam.ParDo(_ResolveSources(types))
+            | "ResolveSources" >> beam.ParDo(_ResolveSources(types)).with_output_types(EdgeShard)
         )
         edge_starts = _starts(unnumbered_edges, "Edge", "etype", len(types.etypes), shards)
         edges = unnumbered_edges | "NumberEdges" >> beam.ParDo(

@@ -12,7 +12,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
 
-from sampler.beam.partition import combiners
+from sampler.beam.partition import combiners, join
 from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
 from sampler.beam.partition.join import Join
@@ -35,8 +35,9 @@ class WriteInputs(NamedTuple):
 
 
 class _EdgesToParts(beam.DoFn):
-    """Edges -> (part, PartEdges) of hop 1; with --num_hops > 1 also the inputs of HaloHops:
-    in-edges by target shard and hop-1 HALO pairs by source shard."""
+    """Edges -> (part, PartEdges) of hop 1, pickled (join.tagged) for GroupByPart; with
+    --num_hops > 1 also the inputs of HaloHops: in-edges by target shard and hop-1 HALO
+    pairs by source shard."""
 
     def __init__(self, types: GraphTypes, num_hops: int):
         self._src_type = [types.ntype_id(e[0]) for e in types.etypes]
@@ -53,7 +54,8 @@ class _EdgesToParts(beam.DoFn):
             pairs = to_parts.halo_pairs(ends)
             if pairs is not None:
                 yield beam.pvalue.TaggedOutput("halo", ((src_t, edges.shard), pairs))
-        yield from to_parts.edges_to_parts(ends, new_id)
+        for part, piece in to_parts.edges_to_parts(ends, new_id):
+            yield join.tagged(part, 0, piece)
 
 
 class _NodesToParts(beam.DoFn):
@@ -85,17 +87,34 @@ class _WriteNodeIds(beam.DoFn):
 
 
 class _WritePart(beam.DoFn):
+    """A part with its edges (grouped) and its nodes (a side input by part)."""
+
     def __init__(self, types: GraphTypes, out: str):
         self._types = types
         self._out = out
 
-    def process(self, keyed, lay):
+    def process(self, keyed, lay, nodes):
         p, groups = keyed
-        data = layout.assemble_partition(
-            p, self._types, lay, list(groups["nodes"]), list(groups["edges"])
-        )
-        layout.write_partition(self._out, p, data)
-        yield p
+        yield _write_part(self._types, self._out, p, lay, nodes[p], groups["edges"])
+
+
+class _WriteEdgelessParts(beam.DoFn):
+    """Once the parts with edges are written: the parts that have nodes and no edge."""
+
+    def __init__(self, types: GraphTypes, out: str):
+        self._types = types
+        self._out = out
+
+    def process(self, _, lay, nodes, with_edges):
+        for p in sorted(set(range(lay.num_parts)) - set(with_edges)):
+            if nodes[p]:
+                yield _write_part(self._types, self._out, p, lay, nodes[p], [])
+
+
+def _write_part(types: GraphTypes, out: str, p: int, lay, nodes, edges) -> int:
+    data = layout.assemble_partition(p, types, lay, list(nodes), list(edges))
+    layout.write_partition(out, p, data)
+    return p
 
 
 class _Finish(beam.DoFn):
@@ -134,6 +153,11 @@ def _ranges(parts: list[int]) -> str:
     if len(parts) > 3:
         return f"{parts[0]}, {parts[1]}, ..., {parts[-1]} ({len(parts)} parts)"
     return ", ".join(map(str, parts))
+
+
+def _tag_edges(keyed):
+    """(part, PartEdges) -> what GroupByPart groups (join.tagged)."""
+    return join.tagged(keyed[0], 0, keyed[1])
 
 
 def _class_part_counts(keyed) -> dict:
@@ -182,6 +206,7 @@ class WritePartitions(beam.PTransform):
             hops = (routed.in_edges, routed.halo) | "HaloHops" >> HaloHops(
                 config.num_hops, config.num_parts
             )
+            hops = hops | "PickleHopEdges" >> beam.Map(_tag_edges)
             part_edges = (part_edges, hops) | "AllPartEdges" >> beam.Flatten()
         part_nodes = (
             {"nodes": inputs.nodes | "KeyNodes" >> beam.Map(key_shard), "layout": new.node_layout}
@@ -191,12 +216,29 @@ class WritePartitions(beam.PTransform):
         node_ids = part_nodes.node_ids | "WriteNodeIds" >> beam.ParDo(
             _WriteNodeIds(types, out, config.num_shards)
         )
-        written = (
-            {"nodes": part_nodes.parts, "edges": part_edges}
-            | "GroupByPart" >> Join()
+        # The nodes of a part are a side input (by part), not a second input of the part's
+        # group: the local runner copies every input of a multi-input Flatten once more.
+        nodes_by_part = beam.pvalue.AsMultiMap(part_nodes.parts)
+        with_edges = (
+            part_edges
+            | "GroupByPart" >> join.Grouped(("edges",))
             | "WriteParts"
-            >> beam.ParDo(_WritePart(types, out), beam.pvalue.AsSingleton(new.layout))
+            >> beam.ParDo(
+                _WritePart(types, out), beam.pvalue.AsSingleton(new.layout), nodes_by_part
+            )
         )
+        edgeless = (
+            with_edges.pipeline
+            | "EdgelessOnce" >> beam.Create([None])
+            | "WriteEdgelessParts"
+            >> beam.ParDo(
+                _WriteEdgelessParts(types, out),
+                beam.pvalue.AsSingleton(new.layout),
+                nodes_by_part,
+                beam.pvalue.AsList(with_edges),
+            )
+        )
+        written = (with_edges, edgeless) | "WrittenParts" >> beam.Flatten()
         class_counts = (
             {"info": inputs.info | "KeyInfo" >> beam.Map(key_shard), "parts": inputs.parts}
             | "JoinClasses" >> Join()
