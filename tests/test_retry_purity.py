@@ -17,8 +17,9 @@ from apache_beam.utils import shared
 
 from sampler import ids, shards
 from sampler.batches import EdgeBatch, SampleNodes
+from sampler.beam.packing import packed
 from sampler.beam.sample.on_workers import SampleOnWorkers
-from sampler.beam.sample.sharded import SEEDS, SampleOp, packed
+from sampler.beam.sample.sharded import SEEDS, SampleOp
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import build_adjacency
 from sampler.sample.plan import RANDOM_UNIFORM, Op, load_sampling_spec, make_plan

@@ -13,17 +13,18 @@ sampled, so nearly every group of a join of a few dozen keys would be).
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders import coder_impl
 from apache_beam.typehints import KV
 
+from sampler.beam.packing import packed, unpacked
+
 
 def tagged(key, index: int, value):
     """An element of a Join's input as the Join carries it: value `index` of its tags."""
-    return key, (index, pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    return key, (index, packed(value))
 
 
 def _tag(keyed, index: int):
@@ -38,11 +39,11 @@ class Groups(dict):
 
 
 def _dump_groups(groups: Groups) -> bytes:
-    return pickle.dumps((dict(groups), groups.nbytes), pickle.HIGHEST_PROTOCOL)
+    return packed((dict(groups), groups.nbytes))
 
 
 def _load_groups(data: bytes) -> Groups:
-    values, nbytes = pickle.loads(data)
+    values, nbytes = unpacked(data)
     groups = Groups(values)
     groups.nbytes = nbytes
     return groups
@@ -74,7 +75,7 @@ def _collect(keyed, tags: tuple[str, ...]):
     key, tagged = keyed
     groups = Groups({tag: [] for tag in tags})
     for index, data in tagged:
-        groups[tags[index]].append(pickle.loads(data))
+        groups[tags[index]].append(unpacked(data))
         groups.nbytes += len(data)
     return key, groups
 

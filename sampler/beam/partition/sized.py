@@ -10,12 +10,12 @@ estimates its size from the bytes of its arrays.
 from __future__ import annotations
 
 import dataclasses
-import pickle
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.coders import coder_impl
 
+from sampler.beam.packing import packed, unpacked
 from sampler.partition.graph import EdgeShard, NodeShard
 from sampler.partition.new_ids import EdgesWithEnds
 
@@ -38,21 +38,17 @@ def nbytes(value) -> int:
     return 8
 
 
-def _dumps(value) -> bytes:
-    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-
-
 class ArraysCoder(beam.coders.Coder):
     """Pickle, with the size estimated by `nbytes` instead of pickling."""
 
     def encode(self, value) -> bytes:
-        return _dumps(value)
+        return packed(value)
 
     def decode(self, encoded: bytes):
-        return pickle.loads(encoded)
+        return unpacked(encoded)
 
     def _create_impl(self):
-        return coder_impl.CallbackCoderImpl(_dumps, pickle.loads, nbytes)
+        return coder_impl.CallbackCoderImpl(packed, unpacked, nbytes)
 
     def is_deterministic(self) -> bool:
         return False

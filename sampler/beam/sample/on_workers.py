@@ -11,6 +11,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from sampler.arrays import expand_ranges
+from sampler.beam.packing import unpacked
 from sampler.beam.sample.sharded import (
     NAMESPACE,
     SEEDS,
@@ -20,7 +21,6 @@ from sampler.beam.sample.sharded import (
     ToBuckets,
     count_received,
     encoded_batches,
-    unpacked,
 )
 from sampler.graph_checks import edge_shape_counts
 from sampler.node_table import merge_node_tables

@@ -17,7 +17,6 @@ InducedInputs), never positional tuples.
 from __future__ import annotations
 
 import collections
-import pickle
 import typing
 
 import apache_beam as beam
@@ -25,6 +24,7 @@ from apache_beam.metrics import Metrics
 
 from sampler import shards
 from sampler.batches import SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.beam.packing import packed, unpacked
 from sampler.sample.assemble import assemble, lookup_rows
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.plan import NODE, Op, SamplingPlan
@@ -138,16 +138,6 @@ LOST_ROWS = (
 def count_received(received: collections.Counter) -> None:
     for kind, rows in received.items():
         Metrics.counter(NAMESPACE, f"{SHUFFLE_RECEIVED}/{kind}").inc(rows)
-
-
-def packed(value) -> bytes:
-    """A value pickled once for its trip through a shuffle. The local runner copies every
-    multi-input Flatten through one more stage, and decodes grouped values: as bytes, the
-    pieces cross both without being unpickled and pickled again (`unpacked` undoes it)."""
-    return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-
-
-unpacked = pickle.loads
 
 
 @beam.typehints.with_output_types(tuple[int, bytes])

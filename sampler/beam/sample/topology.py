@@ -23,6 +23,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from sampler import shards
+from sampler.beam.packing import packed, unpacked
 from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
 from sampler.beam.sample.sharded import (
     LOST_ROWS,
@@ -32,8 +33,6 @@ from sampler.beam.sample.sharded import (
     SamplingInputs,
     _one,
     count_received,
-    packed,
-    unpacked,
 )
 from sampler.errors import UserError
 from sampler.sample.encode import encode_specs, encode_subgraph
