@@ -166,6 +166,14 @@ def test_local_ids_table_is_the_binary_search():
     unknown = np.r_[ids, 399 if 399 not in halo else 398, 10_000, -1]  # neither: search's
     assert np.array_equal(local(unknown), search(unknown))
     assert np.array_equal(local(np.zeros(0, np.int64)), np.zeros(0, np.int64))
+    # HALO ids far beyond the part (global new ids of a large graph): no table, same answers
+    far = np.r_[halo, 10**8]
+    sparse = _local_ids(first, inner, far)
+    x = np.r_[ids, 10**8]
+    want = np.where(
+        (x >= first) & (x < first + inner), x - first, inner + np.searchsorted(far, x)
+    ).astype(np.int64)
+    assert np.array_equal(sparse(x), want)
 
 
 def test_edge_shape_counts_of_ranked_edges_are_those_of_the_input():

@@ -259,6 +259,9 @@ def assemble_partition(
     return PartitionData(graph, node_feats, edge_feats, orig_nids, orig_eids)
 
 
+DENSE_LOCAL_IDS = 8  # the id table of `_local_ids` at most this many times the part's nodes
+
+
 def _local_ids(first_node: int, num_inner: int, halo_id: np.ndarray):
     """new id -> local id of the partition: inner nodes first, then the sorted HALO ids; one
     gather from a dense table of every id the partition knows (instead of a binary search
@@ -274,6 +277,8 @@ def _local_ids(first_node: int, num_inner: int, halo_id: np.ndarray):
     if first_node < 0 or (len(halo_id) and halo_id[0] < 0):
         return search
     size = max(end, int(halo_id[-1]) + 1 if len(halo_id) else 0)
+    if size > DENSE_LOCAL_IDS * (num_inner + len(halo_id)) + 1024:
+        return search  # new ids are global: a table of them all would outgrow the part
     table = np.full(size, -1, np.int64)
     table[halo_id] = num_inner + np.arange(len(halo_id))
     table[first_node:end] = np.arange(num_inner)  # inner ids first, as in search
