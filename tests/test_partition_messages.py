@@ -64,6 +64,19 @@ def test_messages_match_the_reference_cold_and_cached():
             )
 
 
+def test_messages_by_sort_when_the_counting_bins_would_outgrow_the_shard(monkeypatch):
+    monkeypatch.setattr(label_propagation, "DENSE_COUNTS", 0)
+    monkeypatch.setattr(label_propagation, "DENSE_SLACK", 0)
+    rng = np.random.default_rng(6)
+    state = _shard(rng, 200, num_parts=3)
+    assert label_propagation._counts_by_target(state, np.zeros(1, np.int64), 3) is None
+    want = [(k, r, np.stack([v, c], axis=1)) for k, r, v, c in _reference(state, state.parts)]
+    got = label_propagation.lp_messages(state, 3)
+    assert [m[0] for m in got] == [m[0] for m in want]
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g[1], w[1]) and np.array_equal(g[2], w[2])
+
+
 def test_adjacency_pickles_once_per_process_and_only_for_the_same_arrays():
     import dataclasses
 

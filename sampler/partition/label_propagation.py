@@ -133,9 +133,17 @@ def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
     return adjacency_cache.derived(state.adjacency_token, state.adjacency(), "by_target", build)
 
 
-def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list:
-    """lp_messages by counting (pair, part) codes of the static pairs (no sort)."""
+# `_counts_by_target` counts into pairs x parts bins: only while that stays within this many
+# times the shard's adjacency entries (many parts, few entries per pair: the sort instead).
+DENSE_COUNTS, DENSE_SLACK = 4, 1 << 20
+
+
+def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list | None:
+    """lp_messages by counting (pair, part) codes of the static pairs (no sort); None when
+    the bins would outgrow the shard (DENSE_COUNTS)."""
     order, group, pair_key, pair_row = by_target(state)
+    if len(pair_key) * num_parts > DENSE_COUNTS * len(order) + DENSE_SLACK:
+        return None
     code = group.astype(np.int64) * num_parts + sender_part[order]
     counts = np.bincount(code, minlength=len(pair_key) * num_parts)
     nonzero = np.flatnonzero(counts)
@@ -150,7 +158,9 @@ def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, n
     degrees = np.diff(state.offsets)
     sender_part = np.repeat(state.parts, degrees)
     if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
-        return _counts_by_target(state, sender_part, num_parts)
+        counted = _counts_by_target(state, sender_part, num_parts)
+        if counted is not None:
+            return counted
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]
