@@ -106,7 +106,7 @@ def make_parser() -> argparse.ArgumentParser:
         help="Memory budget (MB) of one SDK worker process for --graph_placement=auto: worker if"
         " a process holding the whole graph fits, else topology if one holding the graph"
         " without node features fits, else sharded. A process's need is predicted from the"
-        " table file sizes with measured rates (~0.45 GB + 3.1x the tables it holds, +0.5 GB of"
+        " table file sizes with measured rates (~0.6 GB + 3.1x the tables it holds, +0.6 GB of"
         " working set for topology; sampler/tools/placement_cost.py)."
         " (--worker_graph_limit_mb: old name.)",
     )

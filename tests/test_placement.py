@@ -33,15 +33,15 @@ def test_the_graph_and_its_topology_are_sized_from_the_table_files(featured_grap
 
 
 # A graph of 10 GB of tables whose topology is 1 GB. One SDK process needs, by the measured
-# rates (0.45 GB + 3.1 x the tables held, + 0.5 GB of working set for topology):
-# worker 0.45 + 31 = 31.45 GB; topology 0.45 + 3.1 + 0.5 = 4.05 GB.
+# rates (0.6 GB + 3.1 x the tables held, + 0.6 GB of working set for topology):
+# worker 0.6 + 31 = 31.6 GB; topology 0.6 + 3.1 + 0.6 = 4.3 GB.
 BIG = (10e9, 1e9)
 GB_IN_MB = 1e9 / 2**20
 
 
 @pytest.mark.parametrize(
     "budget_gb, expected",
-    [(32, "worker"), (31, "topology"), (4.1, "topology"), (4.0, "sharded")],
+    [(32, "worker"), (31, "topology"), (4.4, "topology"), (4.2, "sharded")],
 )
 def test_auto_picks_the_first_placement_whose_process_fits_the_budget(
     featured_graph, capsys, monkeypatch, budget_gb, expected
@@ -77,7 +77,7 @@ sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" 
 
 
 @pytest.mark.parametrize(
-    "budget_gb, expected", [(32, "worker"), (31, "topology"), (4.0, None)]
+    "budget_gb, expected", [(32, "worker"), (31, "topology"), (4.2, None)]
 )  # None: only sharded would fit, which link seeds refuse
 def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
     featured_graph, tmp_path, capsys, monkeypatch, budget_gb, expected

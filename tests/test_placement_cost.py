@@ -10,13 +10,13 @@ from sampler.tools import placement_cost as pc
 
 
 def test_memory_per_process_follows_the_measured_rates():
-    assert pc.process_gb("worker", 1e9, 0.5e9, 16) == pytest.approx(0.45 + 3.1)
-    assert pc.process_gb("topology", 1e9, 0.5e9, 16) == pytest.approx(0.45 + 1.55 + 0.5)
-    assert pc.process_gb("sharded", 16e9, 8e9, 16) == pytest.approx(0.45 + 3.1 + 1.6)
+    assert pc.process_gb("worker", 1e9, 0.5e9, 16) == pytest.approx(0.6 + 3.1)
+    assert pc.process_gb("topology", 1e9, 0.5e9, 16) == pytest.approx(0.6 + 1.55 + 0.6)
+    assert pc.process_gb("sharded", 16e9, 8e9, 16) == pytest.approx(0.6 + 3.1 + 1.8)
 
 
 def test_machines_one_process_per_vcpu_then_one_per_vm_then_none():
-    # 1 GB of tables: 3.55 GB per process fits n2-standard-4's 4 GB per vCPU
+    # 1 GB of tables: 3.7 GB per process fits n2-standard-4's 4 GB per vCPU
     small = {c.placement: c for c in pc.placement_costs(1e9, 0.5e9, 10e9, 3600.0)}
     worker = small["worker"]
     assert (worker.machine, worker.processes_per_vm) == ("n2-standard-4", "one per vCPU")
@@ -25,7 +25,7 @@ def test_machines_one_process_per_vcpu_then_one_per_vm_then_none():
     assert worker.cost_usd == pytest.approx(0.056 + 4 * 0.003557 + 1.0 * 0.011)
     assert small["topology"].vcpu_hours == pytest.approx(1.4)
     assert small["sharded"].shuffle_gb == pytest.approx(25.0)
-    # 40 GB of tables: 124.45 GB per process, more than any machine's memory per vCPU;
+    # 40 GB of tables: 124.6 GB per process, more than any machine's memory per vCPU;
     # n2-highmem-16 (128 GB) holds one process, and all 16 vCPUs are billed
     big = pc.placement_costs(40e9, 4e9, 10e9, 3600.0)[0]
     assert (big.machine, big.processes_per_vm) == ("n2-highmem-16", "one per VM")

@@ -5,17 +5,20 @@ measurements (docs/BENCHMARKS.md, "Placements at scale", 2 SDK worker processes,
 graphs with 128-dim paper features):
 
 - `worker` holds the whole graph in each SDK process: peak RSS 0.50 GB at 0.022 GB of tables
-  and 0.99 GB at 0.23 GB (1 GB = 1e9 bytes), i.e. about 0.45 GB + 3.1 x the table bytes
-  (5.3 GB at 2.3 GB: the rate over-predicts large graphs, the safe side). It shuffles 0.01 to
-  0.85 x the output, and every process reads the graph (the tables) as a side input.
+  (10k papers, 312 seeds per bucket), 0.72 GB at 0.045 GB (20k papers, 625 seeds per bucket)
+  and 0.99 GB at 0.23 GB (100k papers, 312 per bucket; 1 GB = 1e9 bytes): about 0.6 GB
+  (Python, Beam, a bucket's subgraphs) + 3.1 x the table bytes, which covers all three (5.3 GB
+  measured at 2.3 GB of tables: the rate over-predicts large graphs, the safe side). It
+  shuffles 0.01 to 0.85 x the output, and every process reads the graph as a side input.
 - `topology` holds the graph without node features, the same 3.1 x applied to the tables less
-  their feature bytes, plus a working set (sampled subgraphs, feature rows, the fill of a
-  chunk) measured at 0.33 GB (10k papers) and 0.42 GB (100k papers); it shuffles 0.45 to
-  0.96 x the output (the sampled topology to the fill, the feature rows back) and took 1.42 x
-  and 1.35 x the `worker` time at 10k and 100k papers.
+  their feature bytes, plus a working set (feature rows, the fill of a part): 0.78, 1.20 and
+  1.36 GB measured at those three sizes, within 0.6 GB + 3.1 x its tables + 0.6 GB; it
+  shuffles 0.45 to 0.96 x the output (the sampled topology to the fill, the feature rows
+  back) and took 1.42 x, 1.61 x and 1.35 x the `worker` time.
 - `sharded` holds one node shard's adjacency and rows at a time (3.1 x tables / shards)
-  plus the frontier and bucket pieces, measured at 1.0 GB (10k) and 1.6 GB (100k); it
-  shuffles 2.0 to 2.3 x the output and took 2.8 x and 1.9 x the `worker` time (10k, 100k).
+  plus the frontier and bucket pieces: 1.49, 2.34 and 1.98 GB measured, within 0.6 GB +
+  1.8 GB; it shuffles 2.0 to 2.3 x the output and took 2.8 x, 3.9 x and 1.9 x the `worker`
+  time. The working sets grow with a bucket's seeds (seeds / --num_buckets).
 
 These are the runs after `pipelines.streamed_inputs` (the local runner had sent each worker
 process its whole share of a stage's input at once, which had tripled their memory).
@@ -34,10 +37,10 @@ from __future__ import annotations
 import dataclasses
 
 GB = 1e9
-BASE_PROCESS_GB = 0.45  # an SDK process with Python, Beam, numpy and pyarrow, idle
+BASE_PROCESS_GB = 0.6  # an SDK process with Python, Beam, numpy, pyarrow and a bucket
 RSS_PER_TABLE_BYTE = 3.1  # SDK process RSS growth per byte of table files held
-TOPOLOGY_WORKING_SET_GB = 0.5  # topology's working set above its tables (0.33-0.42 measured)
-SHARDED_WORKING_SET_GB = 1.6  # sharded's frontier and bucket pieces (1.0-1.6 measured)
+TOPOLOGY_WORKING_SET_GB = 0.6  # topology's working set above worker's (see above)
+SHARDED_WORKING_SET_GB = 1.8  # sharded's frontier and bucket pieces (see above)
 SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.5}
 TIME_FACTOR = {"worker": 1.0, "topology": 1.4, "sharded": 1.9}
 VCPU_HOUR_USD = 0.056
