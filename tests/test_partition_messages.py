@@ -131,8 +131,8 @@ def test_join_groups_like_cogroupbykey():
     import apache_beam as beam
     from apache_beam.testing.util import assert_that, equal_to
 
-    from sampler.beam.partition import join
-    from sampler.beam.partition.join import Join
+    from sampler.beam import join
+    from sampler.beam.join import Join
 
     def canonical(keyed):
         key, groups = keyed
@@ -161,7 +161,7 @@ def test_join_groups_like_cogroupbykey():
 def test_groups_coder_round_trip_and_size():
     import pickle
 
-    from sampler.beam.partition.join import Groups, GroupsCoder
+    from sampler.beam.join import Groups, GroupsCoder
 
     groups = Groups({"a": [np.arange(4)], "b": []})
     groups.nbytes = len(pickle.dumps(np.arange(4), pickle.HIGHEST_PROTOCOL))

@@ -9,10 +9,10 @@
   halo.py       HALO hops 2..--num_hops
   stage.py      PartitionGraph: all of the above
   combiners.py  the CombineFns of the stage
-  join.py       joins whose values cross the shuffle pickled once
   sized.py      ArraysCoder: shards whose size Beam estimates without pickling them
 
-The numpy kernels they call are in sampler/partition/; pipelines/partition.py is the CLI.
+Joins are sampler/beam/join.py (shared with sampling). The numpy kernels they call are in
+sampler/partition/; pipelines/partition.py is the CLI.
 """
 
 from sampler.beam.partition import sized  # noqa: F401 (registers ArraysCoder)

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import apache_beam as beam
 import numpy as np
 
+from sampler.beam.join import Join
 from sampler.beam.partition import combiners
-from sampler.beam.partition.join import Join
 from sampler.partition import classes
 from sampler.partition.graph import EdgeShard, GraphTypes, NodeShard
 

@@ -18,8 +18,8 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
+from sampler.beam.join import Join
 from sampler.beam.partition.combiners import CombineAll, Fold, MergeCounts, add
-from sampler.beam.partition.join import Join
 from sampler.beam.partition.messages import Gather, split
 from sampler.partition import clustering, label_propagation
 from sampler.partition.compact import pack_arrays, unpack_arrays

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from sampler.beam.partition.join import Join
+from sampler.beam.join import Join
 from sampler.partition import halo
 
 NAMESPACE = "partition"

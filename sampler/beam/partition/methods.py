@@ -15,11 +15,11 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
+from sampler.beam.join import Join
 from sampler.beam.partition import combiners
 from sampler.beam.partition.classes import NodeInfo
 from sampler.beam.partition.clustering import ClusterStart
 from sampler.beam.partition.config import NAMESPACE, PartitionConfig, type_offsets
-from sampler.beam.partition.join import Join
 from sampler.beam.partition.messages import Gather, split
 from sampler.partition import assign, label_propagation, random_deal
 from sampler.partition.compact import CompactTuple

@@ -11,9 +11,10 @@ from typing import NamedTuple
 import apache_beam as beam
 import numpy as np
 
-from sampler.beam.partition import combiners, join
+from sampler.beam import join
+from sampler.beam.join import Join
+from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig
-from sampler.beam.partition.join import Join
 from sampler.partition import layout, new_ids
 from sampler.partition.graph import EdgeShard, GraphTypes
 

@@ -16,9 +16,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.typehints import KV
 
 from sampler.batches import EdgeBatch, NodeBatch
-from sampler.beam.partition import combiners, join
+from sampler.beam import join
+from sampler.beam.join import Join
+from sampler.beam.partition import combiners
 from sampler.beam.partition.config import NAMESPACE
-from sampler.beam.partition.join import Join
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
 from sampler.io.graph_tables import latent_ends
 from sampler.partition import numbering

@@ -12,10 +12,11 @@ import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
 
-from sampler.beam.partition import combiners, join
+from sampler.beam import join
+from sampler.beam.join import Join
+from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
-from sampler.beam.partition.join import Join
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
 from sampler.errors import UserError
 from sampler.io.files import write_output

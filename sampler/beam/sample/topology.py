@@ -23,6 +23,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
 from sampler import shards
+from sampler.beam.join import Join
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.sample.on_workers import SampleOnWorkers, sample_buckets
 from sampler.beam.sample.sharded import (
@@ -193,7 +194,7 @@ class SampleTopologyOnWorkers(beam.PTransform):
         for name in sets:
             rows = (
                 {"requests": sampled[name], "table": inputs.tables[name]}
-                | f"Features/{name}/Join" >> beam.CoGroupByKey()
+                | f"Features/{name}/Join" >> Join()
                 | f"Features/{name}/Lookup" >> beam.ParDo(_LookupFeatures(name))
             )
             pack = beam.MapTuple(_packed(FEATURES)).with_output_types(Part)
