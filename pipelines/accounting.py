@@ -285,7 +285,8 @@ def check_shuffle(counters: dict[str, int]) -> None:
     """UserError when rows sent to the per-sample buckets did not all arrive there.
 
     Seen with Beam 2.77's local runner with SDK worker processes at scale (the sharded and
-    topology placements lost grouped rows): better a failed run than wrong subgraphs.
+    topology placements lost grouped rows, dropped by its time-flushed data streams;
+    pipelines.streamed_inputs): better a failed run than wrong subgraphs.
     """
     lost = []
     for name, sent in sorted(counters.items()):
@@ -298,8 +299,8 @@ def check_shuffle(counters: dict[str, int]) -> None:
         raise UserError(
             "the runner lost rows between the sampling stages and their buckets ("
             + ", ".join(lost)
-            + "); nothing written is complete. Beam 2.77's local runner does so with"
-            " --direct_running_mode=multi_processing at scale: run in one process (the"
+            + "); nothing written is complete. Beam 2.77's local runner did so with worker"
+            " processes or threads before pipelines.streamed_inputs: run in one process (the"
             " default --direct_running_mode) or on Dataflow, or use --graph_placement worker"
         )
 

@@ -66,7 +66,11 @@ def parse_args(argv):
     )
     parser.add_argument("--seed", type=int, default=0, help="Same seed, same output bytes.")
     parser.add_argument(
-        "--num_shards", type=int, default=16, help="Node shards per node type (parallelism)."
+        "--num_shards",
+        type=int,
+        default=8,
+        help="Node shards per node type: the parallelism of the node-sharded stages (raise it "
+        "with the graph on Dataflow; the partition files are the same bytes for any value).",
     )
     parser.add_argument(
         "--lp_rounds",
@@ -77,7 +81,7 @@ def parse_args(argv):
     parser.add_argument(
         "--lp_cluster_rounds",
         type=int,
-        default=12,
+        default=6,
         help="--part_method lp: rounds of label propagation clustering whose clusters, packed "
         "into parts, are the start of the --lp_rounds rounds (0: start from random parts).",
     )

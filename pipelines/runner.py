@@ -14,8 +14,9 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import dofn_specs, resources, streamed_inputs
+from pipelines import dofn_specs, option_views, resources, streamed_inputs
 from sampler.errors import UserError
+from sampler.partition import adjacency_cache
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 
@@ -30,6 +31,7 @@ def make_runner(name: str | None):
     """
     if name in LOCAL_RUNNERS:
         dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
+        option_views.install()  # one view of the options per class, not one per type check
         return LocalRunner()
     return name
 
@@ -55,6 +57,7 @@ class LocalRunner(FnApiRunner):
                 self.worker_processes = True
         self.pipeline_proto = pipeline_proto
         streamed_inputs.install()  # bounded messages to worker processes
+        adjacency_cache.clear()  # this run's label propagation shards only
         with resources.count_run() as self.counts:
             return super().run_via_runner_api(pipeline_proto, options)
 

@@ -1,21 +1,31 @@
-"""The local runner sends a bundle's input to an SDK worker process in bounded messages.
+"""How the local runner moves data to and from SDK workers: bounded messages, no lost writes.
 
-Beam 2.77's FnApiRunner, with SDK worker processes (`--direct_running_mode=multi_processing`),
-sends each worker its whole share of a stage's input as one gRPC message: a GroupByKey's
-output is encoded as one blob per worker (`GroupingBuffer.partition`), and
-`BundleManager._send_input_to_worker` writes every blob of a bundle before one flush, then
-starts the bundle. At 100k papers the `topology` placement's workers each received 718 MB
-messages, peaked at 4 GB, and the runs lost grouped rows (docs/BENCHMARKS.md). Dataflow
-streams a shuffle's output to its workers in bounded reads.
+Two problems of Beam 2.77's FnApiRunner with gRPC workers (`--direct_running_mode=
+multi_processing`, and `multi_threading`, whose workers are threads behind the same gRPC data
+plane), and what `install()` (once per process; `LocalRunner` calls it) does about them:
 
-`install()` makes the local runner do the same (once per process; `LocalRunner` calls it):
-
-- a GroupByKey's output for each worker is cut into chunks of about CHUNK_BYTES, at element
-  boundaries;
-- with worker processes, a bundle's input is written chunk by chunk, each chunk its own
-  message, by a thread of its own while the bundle runs. Sending the whole input before
-  starting the bundle would block on the worker's input queue (5 messages), which the
-  worker only drains once its bundle has started.
+1. **Lost writes.** The runner's data plane (and, with `multi_threading`, each worker's)
+   buffers an output stream with a 1 s periodic flush (`worker_handlers.
+   DATA_BUFFER_TIME_LIMIT_MS`, `data_plane.TimeBasedBufferingClosableOutputStream`). Its
+   flush takes a lock but `write` does not: the flusher copies the buffer, hands the copy to
+   the send queue, which blocks while the queue is full, and then clears the buffer, so
+   whatever was written meanwhile is dropped without an error. Runs at 10k-100k papers lost
+   grouped rows that way, with worker processes (the `topology` placement) and with worker
+   threads (a partition run lost 22k edges of two parts). `install()` sets the time limit to
+   0, so every stream is Beam's size-based one, flushed only by the thread that writes it
+   (tests/test_streamed_inputs.py reproduces the loss on Beam's class). A batch pipeline
+   loses nothing by it: buffers are still sent at 10 MB and when a stream closes.
+2. **Whole inputs in one message.** The runner sent each worker its whole share of a stage's
+   input as one gRPC message: a GroupByKey's output is encoded as one blob per worker
+   (`GroupingBuffer.partition`), and `BundleManager._send_input_to_worker` writes every blob
+   of a bundle before it starts the bundle. At 100k papers the `topology` placement's
+   workers each received 718 MB messages and peaked at 4 GB; at 2 GB a message passes
+   protobuf's limit. Dataflow streams a shuffle's output to its workers in bounded reads.
+   Here, a GroupByKey's output for each worker is cut into chunks of about CHUNK_BYTES, at
+   element boundaries, and with gRPC workers a bundle's input is written chunk by chunk, each
+   chunk its own message, by a thread of its own while the bundle runs. Sending the whole
+   input before starting the bundle would block on the worker's input queue (5 messages),
+   which the worker only drains once its bundle has started.
 
 Same elements in the same order, so a run's outputs are the same bytes. In-process workers
 (the default `in_memory` mode) run a bundle within the call that starts it, so they get
@@ -28,7 +38,7 @@ import logging
 import threading
 
 from apache_beam.coders.coder_impl import create_OutputStream
-from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
+from apache_beam.runners.portability.fn_api_runner import execution, fn_runner, worker_handlers
 from apache_beam.runners.worker import data_plane
 from apache_beam.transforms import trigger
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
@@ -110,8 +120,11 @@ def streamed_send(send):
 
 
 def install() -> None:
-    """Wraps the local runner's partition and input sending (once per process)."""
+    """Size-based data plane streams, chunked partitions and streamed inputs (once per
+    process)."""
     with _lock:
+        # Read when the runner starts its gRPC data plane and its in-process gRPC workers.
+        worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
         if hasattr(execution.GroupingBuffer.partition, "__wrapped__"):
             return
         execution.GroupingBuffer.partition = chunked_partition(execution.GroupingBuffer.partition)

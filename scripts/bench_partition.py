@@ -138,7 +138,7 @@ def main() -> None:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for tool, method, parts, seconds, rss, cut, worst in rows:
         print(
-            f"| {tool} | {method} | {parts} | {seconds:.0f} | {rss:.0f} | {cut:.3f} | {worst:.1%} |"
+            f"| {tool} | {method} | {parts} | {seconds:.1f} | {rss:,.0f} | {cut:.3f} | {worst:.1%} |"
         )
 
 

@@ -64,6 +64,37 @@ def test_messages_match_the_reference_cold_and_cached():
             )
 
 
+def test_a_full_cache_keeps_its_shards_and_round_after_round_they_hit(monkeypatch):
+    """Shards visited in turn, more than the budget holds: those cached stay cached and hit
+    every round (evicting the least recently used would leave no hit at all); the rest are
+    converted again each time, to the same arrays."""
+    rng = np.random.default_rng(8)
+    shards = [_shard(rng, 400, 3) for _ in range(6)]
+    blobs = [pickle.dumps(s) for s in shards]
+    adjacency_cache.clear()
+    entry = adjacency_cache._Entry(shards[0].adjacency(), ((),))
+    monkeypatch.setattr(adjacency_cache, "BUDGET_BYTES", 6 * entry.nbytes)
+    builds = []
+    order = label_propagation.stable_order
+
+    def counted(*columns):
+        builds[-1] += 1
+        return order(*columns)
+
+    monkeypatch.setattr(label_propagation, "stable_order", counted)
+    for _ in range(4):  # rounds over the six shards
+        builds.append(0)
+        for blob, shard in zip(blobs, shards, strict=True):
+            again = pickle.loads(blob)
+            for a, b in zip(again.adjacency(), shard.adjacency(), strict=True):
+                assert np.array_equal(a, b)
+            label_propagation.by_target(again)
+    cached = len(adjacency_cache._CACHE)
+    assert 0 < cached < 6
+    assert builds[0] == 6 and builds[1:] == [6 - cached] * 3
+    adjacency_cache.clear()
+
+
 def test_messages_by_sort_when_the_counting_bins_would_outgrow_the_shard(monkeypatch):
     monkeypatch.setattr(label_propagation, "DENSE_COUNTS", 0)
     monkeypatch.setattr(label_propagation, "DENSE_SLACK", 0)

@@ -1,6 +1,7 @@
-"""The local runner sends worker processes their input in bounded messages (streamed_inputs).
+"""The local runner's data plane: no lost writes, and bounded messages to worker processes.
 
-The chunks are checked against Beam's own partition of the same grouped data (the same
+Beam's time-flushed stream is shown to drop a write made while its periodic flush waits on
+the send queue, and a run of the local runner is shown to create none of them. The chunks are checked against Beam's own partition of the same grouped data (the same
 elements, in the same order, for the same worker); a two-process pipeline checks that a
 bundle whose input spans many messages runs to the right result (sending it all before the
 bundle starts would block on the worker's input queue).
@@ -8,12 +9,15 @@ bundle starts would block on the worker's input queue).
 
 from __future__ import annotations
 
+import threading
+
 import apache_beam as beam
 from apache_beam import coders
 from apache_beam.coders.coder_impl import create_InputStream, create_OutputStream
 from apache_beam.coders.coders import GlobalWindowCoder
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import execution
+from apache_beam.runners.worker import data_plane
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, window
 
@@ -87,3 +91,47 @@ def test_a_bundle_input_of_many_messages_reaches_worker_processes_whole():
         )
         assert_that(totals, equal_to([(key, 10 * 100_000) for key in range(40)]))
     assert runner.worker_processes
+
+
+def test_beams_time_flushed_stream_drops_a_write_made_during_its_flush():
+    """Why install() turns the time-based flush off: the periodic flusher copies the buffer,
+    waits on a full send queue, then clears the buffer, and `write` takes no lock."""
+    sent, in_flush, queue_full = [], threading.Event(), threading.Event()
+
+    def send(data: bytes) -> None:  # the flusher's hand-off to a send queue that is full
+        sent.append(data)
+        in_flush.set()
+        queue_full.wait()
+
+    stream = data_plane.TimeBasedBufferingClosableOutputStream(
+        close_callback=sent.append, flush_callback=send, time_flush_threshold_ms=10
+    )
+    stream.write(b"first")
+    assert in_flush.wait(10)
+    stream.write(b"second")  # the writer goes on while the flusher waits
+    queue_full.set()
+    stream.close()
+    assert b"".join(sent) == b"first"  # "second" is gone, and nothing said so
+
+
+def test_the_local_runner_creates_no_time_flushed_stream(monkeypatch):
+    """Worker threads (multi_threading) share the runner's gRPC data plane and flush their
+    own outputs by time too in Beam 2.77; every stream of this run must be size-based."""
+    limits = []
+    create = data_plane.ClosableOutputStream.create
+
+    def recorded(close_callback, flush_callback, data_buffer_time_limit_ms):
+        limits.append(data_buffer_time_limit_ms)
+        return create(close_callback, flush_callback, data_buffer_time_limit_ms)
+
+    monkeypatch.setattr(data_plane.ClosableOutputStream, "create", staticmethod(recorded))
+    options = PipelineOptions(["--direct_running_mode=multi_threading", "--direct_num_workers=2"])
+    with beam.Pipeline(runner=LocalRunner(), options=options) as p:
+        totals = (
+            p
+            | beam.Create([(k % 7, bytes(1000)) for k in range(70)], reshuffle=False)
+            | beam.GroupByKey()
+            | beam.Map(_total)
+        )
+        assert_that(totals, equal_to([(key, 10 * 1000) for key in range(7)]))
+    assert limits and set(limits) == {0}

@@ -9,7 +9,14 @@ arrays (and what was derived from them, `derived`) from here. The narrowed array
 travel with every shard, so a process that has not seen a token (another worker) widens them
 as before: the cache changes no result, only how often the same arrays are converted.
 The adjacency arrays of a pickled shard, and of every shard unpickled from it, are the
-same read-only arrays. Least recently used entries beyond BUDGET_BYTES are dropped.
+same read-only arrays.
+
+The cache holds at most BUDGET_BYTES; a shard that does not fit is not cached (converted as
+before). Every round visits every shard in turn, so evicting the least recently used entry to
+make room would evict each one just before it is needed again: at 1M papers (about 2.9 GB of
+adjacency and derived arrays against the former 1 GB budget) no shard hit, and `lp` took 623 s;
+437 s with this policy and a 3 GB budget (docs/BENCHMARKS.md). The local runner clears the cache when a run starts, so a process
+that runs several pipelines holds only the current run's shards.
 """
 
 from __future__ import annotations
@@ -24,7 +31,18 @@ import numpy as np
 
 from sampler.partition.compact import narrow, narrow_offsets, widen, widen_offsets
 
-BUDGET_BYTES = 1 << 30
+
+def _budget() -> int:
+    """A quarter of one process's share of the machine's memory (Dataflow runs one SDK
+    process per vCPU), between 256 MB and 3 GB."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # no sysconf: the old fixed budget
+        return 1 << 30
+    return int(min(3 << 30, max(256 << 20, total // (4 * (os.cpu_count() or 1)))))
+
+
+BUDGET_BYTES = _budget()
 
 
 class _Entry:
@@ -53,12 +71,12 @@ def _nbytes(values) -> int:
 
 
 def _put(token: bytes, entry: _Entry) -> None:
+    """Caches `entry` if it fits within BUDGET_BYTES with room for as much again of what is
+    derived from it (`derived`, stored with every cached entry); else it is used uncached."""
     with _LOCK:
-        _CACHE[token] = entry
-        _used[0] += entry.nbytes
-        while _used[0] > BUDGET_BYTES and len(_CACHE) > 1:
-            _, old = _CACHE.popitem(last=False)
-            _used[0] -= old.nbytes
+        if _used[0] + 2 * entry.nbytes <= BUDGET_BYTES:
+            _CACHE[token] = entry
+            _used[0] += entry.nbytes
 
 
 def _get(token: bytes | None) -> _Entry | None:

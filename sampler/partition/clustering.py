@@ -4,11 +4,13 @@ With --lp_cluster_rounds R > 0, `--part_method lp` does not start from random pa
 
 1. Clustering, R rounds of size-capped label propagation. Every node starts as its own
    cluster (its label is its homogeneous id) and adopts the label most of its neighbours
-   have (ties by hash) if that beats its own, in a round with probability 1/2 so that
-   bipartite structure (paper/author) does not oscillate. A cluster holds about at most
-   `cap` = nodes / (CLUSTER_CAP_DIVISOR * parts) nodes: full clusters (a global table of
-   at most CLUSTER_CAP_DIVISOR * parts labels) take no one, and the proposals into a
-   cluster that would pass `cap` are admitted by a quota (a table of at most twice that).
+   have (ties by hash) if that beats its own, in a round with probability
+   CLUSTER_MOVE_PROBABILITY (0.8) so that bipartite structure (paper/author) does not
+   oscillate: two nodes that would swap labels merge in a round with probability 0.32.
+   A cluster holds about at most `cap` = nodes / (CLUSTER_CAP_DIVISOR * parts) nodes: full
+   clusters (a global table of at most CLUSTER_CAP_DIVISOR * parts labels) take no one, and
+   the proposals into a cluster that would pass `cap` are admitted by a quota (a table of at
+   most twice that).
 2. Packing. Clusters of at least nodes / (PACK_MIN_DIVISOR * parts) nodes are packed one
    by one, largest first, into the part whose fullest class (and class load, with
    --balance_edges) stays lowest. The nodes of smaller clusters go to a part drawn by a
@@ -36,7 +38,7 @@ from sampler.partition import assign, label_propagation
 from sampler.partition.compact import narrow, widen
 from sampler.partition.sparse import SparseCounts
 
-CLUSTER_MOVE_PROBABILITY = 0.5  # a node may change cluster in a round with this probability
+CLUSTER_MOVE_PROBABILITY = 0.8  # a node may change cluster in a round with this probability
 CLUSTER_CAP_DIVISOR = 2  # a cluster holds about at most nodes / (this * parts) nodes
 PACK_MIN_DIVISOR = 64  # clusters of >= nodes / (this * parts) nodes are packed one by one
 CLASS_ROUNDS = 2  # with --balance_edges: rebalance rounds by class alone, after those by group

@@ -123,15 +123,15 @@ class _SplitSampleNodes(beam.DoFn):
 
 
 # Rows of per-sample pieces sent to their bucket and received there (per kind). Beam 2.77's
-# local FnApiRunner with SDK worker processes (--direct_running_mode=multi_processing) lost
-# grouped elements at scale when it sent each worker its whole input at once (fixed by
-# pipelines.streamed_inputs; the Beam step that dropped them was not found, docs/BENCHMARKS.md);
-# the CLI compares the two after the run (pipelines.accounting.check_shuffle): a loss is an error.
+# local FnApiRunner with gRPC workers (--direct_running_mode=multi_processing or
+# multi_threading) dropped writes in its time-flushed data streams (pipelines.streamed_inputs
+# turns that flush off); the CLI still compares the two after the run
+# (pipelines.accounting.check_shuffle): a loss is an error, whatever the runner.
 SHUFFLE_SENT, SHUFFLE_RECEIVED = "shuffle_rows_sent", "shuffle_rows_received"
 LOST_ROWS = (
-    "the runner lost rows between stages; Beam 2.77's local runner does so with"
-    " --direct_running_mode=multi_processing at scale: run in one process (the default"
-    " --direct_running_mode) or on Dataflow, or use --graph_placement worker"
+    "the runner lost rows between stages (Beam 2.77's local runner did so with worker"
+    " processes or threads before pipelines.streamed_inputs): run in one process (the"
+    " default --direct_running_mode) or on Dataflow, or use --graph_placement worker"
 )
 
 
