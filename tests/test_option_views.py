@@ -15,14 +15,19 @@ from apache_beam.options.pipeline_options import (
 from pipelines import option_views
 
 
-def test_one_view_per_object_and_class_with_beams_answers():
-    calls = []
+def _recording(classes: list):
+    """Beam's view_as, appending the class of every view it makes to `classes`."""
 
-    def counting(options, cls):
-        calls.append(cls)
+    def view_as(options, cls):
+        classes.append(cls)
         return _beams(options, cls)
 
-    view_as = option_views.cached(counting)
+    return view_as
+
+
+def test_one_view_per_object_and_class_with_beams_answers():
+    calls = []
+    view_as = option_views.cached(_recording(calls))
     a = PipelineOptions(["--direct_num_workers=3", "--disable_beartype"])
     b = PipelineOptions([])
     for _ in range(3):
@@ -45,12 +50,7 @@ def test_a_value_set_through_a_view_is_seen_by_every_view_and_the_object():
 
 def test_the_views_of_an_object_go_with_it():
     made = []
-
-    def recording(options, cls):
-        made.append(cls)
-        return _beams(options, cls)
-
-    view_as = option_views.cached(recording)
+    view_as = option_views.cached(_recording(made))
     options = PipelineOptions([])
     view_as(options, TypeOptions)
     assert len(view_as.cache) == 1

@@ -21,7 +21,6 @@ that runs several pipelines holds only the current run's shards.
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 from collections.abc import Callable
@@ -55,7 +54,7 @@ class _Entry:
         self.nbytes = _nbytes(arrays) + _nbytes(narrowed)
 
 
-_CACHE: collections.OrderedDict[bytes, _Entry] = collections.OrderedDict()
+_CACHE: dict[bytes, _Entry] = {}
 _used = [0]  # bytes held by _CACHE
 _LOCK = threading.Lock()  # runners may run bundles on several threads of one process
 
@@ -80,12 +79,9 @@ def _put(token: bytes, entry: _Entry) -> None:
 
 
 def _get(token: bytes | None) -> _Entry | None:
-    """The entry of `token` (now the most recently used), or None."""
+    """The entry of `token`, or None."""
     with _LOCK:
-        entry = _CACHE.get(token) if token is not None else None
-        if entry is not None:
-            _CACHE.move_to_end(token)
-        return entry
+        return _CACHE.get(token) if token is not None else None
 
 
 def _entry(token: bytes | None, arrays: tuple) -> _Entry | None:
