@@ -2,12 +2,13 @@
 
   python -m pipelines.partition --graph_schema G --output_dir OUT --graph_name mag \\
       --num_parts 4 [--part_method random|metis|lp] [--balance_ntypes train_mask] \\
-      [--balance_edges] [--num_hops 1] [--seed 0]
+      [--balance_edges] [--num_hops 1] [--seed 0] [--runner InMemory]
 
 Writes OUT/<graph_name>.json, OUT/part<i>/{graph,node_feat,edge_feat,orig_nids,orig_eids}.dgl,
 OUT/node_ids/<node set>/*.parquet (#id -> type-wise ids) and OUT/partition_report.json
 (edge cut and balance). No DGL or torch is needed. Every flag this CLI does not define
-goes to Beam's PipelineOptions.
+goes to Beam's PipelineOptions. With --runner InMemory the same files come from one process
+without Beam (pipelines/partition_in_memory.py), for graphs that fit its memory.
 """
 
 from __future__ import annotations
@@ -18,14 +19,11 @@ import json
 import re
 import time
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-
-from pipelines import accounting
-from pipelines.resources import resource_lines, run_resources
-from pipelines.runner import new_pipeline, run_main, submit
-from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
+from pipelines import accounting, partition_in_memory
+from pipelines.cli_main import run_main
+from sampler.beam.partition.config import METHODS, PartitionConfig
 from sampler.errors import UserError
+from sampler.io import files
 from sampler.partition.assign import METIS_MAX_ADJACENCY
 from sampler.partition.graph import GraphTypes
 from sampler.partition.report import REPORT_NAME
@@ -92,7 +90,17 @@ def parse_args(argv):
         help="metis refuses graphs with more adjacency entries (both directions) than this.",
     )
     parser.add_argument(
-        "--runner", default=None, help="Beam runner (default: local FnApiRunner, offline)."
+        "--runner",
+        default=None,
+        help="Beam runner (default: local FnApiRunner, offline), or InMemory: the same files "
+        "from one process without Beam, for a graph that fits in --memory_mb.",
+    )
+    parser.add_argument(
+        "--memory_mb",
+        type=int,
+        default=None,
+        help="--runner InMemory: the memory it may use (default: what the machine has "
+        "available, /proc/meminfo); a graph estimated to need more is refused.",
     )
     parser.add_argument(
         "--max_bad_records",
@@ -168,7 +176,7 @@ def make_config(args, graph) -> PartitionConfig:
 class Construction:
     """A partition pipeline built from the CLI flags but not run yet."""
 
-    pipeline: beam.Pipeline
+    pipeline: object  # apache_beam.Pipeline
     graph: object
     output_dir: str  # --output_dir without a trailing slash
     config: PartitionConfig
@@ -182,6 +190,9 @@ def construct(argv) -> Construction:
     example a Dataflow dry run) through exactly this code path. Nothing is written, and
     --output_dir is not looked at (check_output does that).
     """
+    from pipelines.runner import new_pipeline
+    from sampler.beam.partition import PartitionGraph
+
     args, beam_args = parse_args(argv)
     graph = load_graph(args.graph_schema)
     config = make_config(args, graph)
@@ -197,7 +208,13 @@ def construct(argv) -> Construction:
 
 def main_body(argv) -> None:
     start = time.time()
-    args = parse_args(argv)[0]
+    args, beam_args = parse_args(argv)
+    if args.runner == partition_in_memory.IN_MEMORY:
+        partition_in_memory.main(argv, args, beam_args, start)
+        return
+    from pipelines.resources import resource_lines, run_resources
+    from pipelines.runner import submit
+
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
@@ -218,9 +235,9 @@ def main_body(argv) -> None:
         accounting.check_strict(issues, accounting.parse_strict(args.strict))
     except UserError:
         # The DGL config marks partitions as loadable: a failed run must not leave it.
-        FileSystems.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
+        files.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
         raise
-    with FileSystems.open(f"{output_dir}/{REPORT_NAME}") as f:
+    with files.open_stream(f"{output_dir}/{REPORT_NAME}") as f:
         report = json.loads(f.read().decode("utf-8"))
     print_summary(report, output_dir, time.time() - start)
     used = run_resources(job.pipeline)

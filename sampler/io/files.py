@@ -1,8 +1,10 @@
 """File names of Unigraph tables: resolving, expanding shard patterns and globs, guessing formats.
 
 Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work. This is the
-one kernel module that touches Beam, and it imports it lazily (on the first file operation), so
-importing the kernels never loads apache_beam.
+one kernel module that touches Beam, and it imports it lazily (on the first file operation of a
+path with a scheme, or of a local file Beam would decompress), so importing the kernels never
+loads apache_beam, and neither does a run on local files (sampler/io/local_files.py, which
+does what Beam's LocalFileSystem does).
 
 A table file name may be
   * a plain path (`nodes.csv`),
@@ -19,6 +21,7 @@ import os
 import re
 
 from sampler.errors import UserError
+from sampler.io import local_files
 
 FORMATS = ("csv", "tfrecord", "parquet")
 
@@ -65,17 +68,31 @@ def resolve_pattern(filename: str, schema_dir: str) -> str:
         raise UserError("empty table file name in the schema")
     if has_scheme(filename) or os.path.isabs(filename) or not schema_dir:
         return filename
-    return _filesystems().join(schema_dir, filename)
+    return join(schema_dir, filename)
 
 
 def join(base: str, name: str) -> str:
     """`base/name` for a local directory or a URL such as gs://bucket/dir."""
+    if not has_scheme(base):
+        return local_files.join(base, name)
     return _filesystems().join(base, name)
 
 
 def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
+    if not has_scheme(pattern):
+        return [path for path, _, _ in local_files.match(pattern)]
     return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+
+
+def delete(paths: list[str]) -> None:
+    """Deletes files (and folders, recursively); OSError (Beam: BeamIOError) on failure."""
+    local = [p for p in paths if not has_scheme(p)]
+    if local:
+        local_files.delete(local)
+    remote = [p for p in paths if has_scheme(p)]
+    if remote:
+        _filesystems().delete(remote)
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -89,6 +106,12 @@ def _is_local_dir(path: str) -> bool:
 
 def _match_one(pattern: str) -> list[tuple[str, int]]:
     """(path, size) of the files matching a glob or plain path; directories are skipped."""
+    if not has_scheme(pattern):
+        try:
+            found = local_files.match(pattern)
+        except OSError as e:
+            raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
+        return [(path, int(size)) for path, size, _ in found if not _is_local_dir(path)]
     try:
         results = _filesystems().match([pattern])
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
@@ -185,13 +208,15 @@ def _first_line(error: BaseException) -> str:
 
 def open_stream(path: str):
     """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
+    if not has_scheme(path) and not local_files.compressed(path):
+        return local_files.open_read(path)
     return _filesystems().open(path)
 
 
 def open_file(path: str):
     """A binary read stream of `path` (local, gs://, ...); `.gz`/`.bz2` names are decompressed."""
     try:
-        return _filesystems().open(path)
+        return open_stream(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
 
@@ -199,7 +224,7 @@ def open_file(path: str):
 def create_file(path: str):
     """A binary write stream creating `path` (local, gs://, ...), written as is (uncompressed)."""
     try:
-        return _filesystems().create(path, compression_type="uncompressed")
+        return _create(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
 
@@ -210,7 +235,7 @@ def write_output(path: str):
     an OS error while creating, writing or closing it (a full disk: ENOSPC) becomes one line
     naming the path (write_error)."""
     try:
-        stream = _filesystems().create(path, compression_type="uncompressed")
+        stream = _create(path)
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError (an OSError) remotely
         raise write_error(path, e) from e
     try:
@@ -218,6 +243,12 @@ def write_output(path: str):
             yield f
     except OSError as e:
         raise write_error(path, e) from e
+
+
+def _create(path: str):
+    if not has_scheme(path):
+        return local_files.create(path)
+    return _filesystems().create(path, compression_type="uncompressed")
 
 
 def write_error(path: str, error: BaseException) -> UserError:
@@ -241,6 +272,15 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     """(path, size in bytes, modification time or None) of existing files (one listing call)."""
     if not paths:
         return []
+    if not any(has_scheme(p) for p in paths):
+        try:
+            return [
+                (p, int(size), mtime)
+                for path in paths
+                for p, size, mtime in local_files.match(path)
+            ]
+        except OSError as e:
+            raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
     try:
         results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
@@ -255,6 +295,8 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
 
 def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
+    if not has_scheme(path):
+        return local_files.exists(path)
     return _filesystems().exists(path)
 
 

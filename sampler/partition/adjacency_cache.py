@@ -106,6 +106,20 @@ def pickled(token: bytes | None, arrays: tuple) -> tuple[bytes, tuple]:
     return token, entry.narrowed
 
 
+def hold(arrays: tuple) -> bytes:
+    """A token for the adjacency `arrays`, cached whatever the budget (and read-only from now
+    on): for a process that holds the whole graph anyway, the partition stage's in-memory
+    runner, so that what `derived` builds of them is built once. `clear` forgets it."""
+    for a in arrays:
+        a.flags.writeable = False
+    token = os.urandom(16)
+    entry = _Entry(arrays, ())
+    with _LOCK:
+        _CACHE[token] = entry
+        _used[0] += entry.nbytes
+    return token
+
+
 def unpickled(token: bytes, narrowed: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The int64 (offsets, nbr_key, nbr_row) that `pickled` narrowed under `token`."""
     entry = _get(token)

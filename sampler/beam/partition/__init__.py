@@ -13,10 +13,21 @@
 
 Joins are sampler/beam/join.py (shared with sampling). The numpy kernels they call are in
 sampler/partition/; pipelines/partition.py is the CLI.
+
+Exported lazily: config.py imports no Beam, so the CLI's in-memory runner
+(pipelines/partition_in_memory.py) takes the same PartitionConfig without loading apache_beam.
 """
 
-from sampler.beam.partition import sized  # noqa: F401 (registers ArraysCoder)
-from sampler.beam.partition.config import METHODS, PartitionConfig
-from sampler.beam.partition.stage import PartitionGraph, PartitionOutputs
-
 __all__ = ["METHODS", "PartitionConfig", "PartitionGraph", "PartitionOutputs"]
+
+
+def __getattr__(name: str):
+    if name in ("METHODS", "PartitionConfig"):
+        from sampler.beam.partition import config
+
+        return getattr(config, name)
+    if name in ("PartitionGraph", "PartitionOutputs"):
+        from sampler.beam.partition import stage
+
+        return getattr(stage, name)
+    raise AttributeError(f"module 'sampler.beam.partition' has no attribute {name!r}")

@@ -13,7 +13,10 @@ import numpy as np
 
 from sampler.beam import join
 from sampler.beam.join import Join
-from sampler.beam.partition import combiners
+from sampler.beam.partition import (
+    combiners,
+    sized,  # noqa: F401 (registers ArraysCoder)
+)
 from sampler.beam.partition.config import PartitionConfig
 from sampler.partition import layout, new_ids
 from sampler.partition.graph import EdgeShard, GraphTypes

@@ -18,7 +18,10 @@ from apache_beam.typehints import KV
 from sampler.batches import EdgeBatch, NodeBatch
 from sampler.beam import join
 from sampler.beam.join import Join
-from sampler.beam.partition import combiners
+from sampler.beam.partition import (
+    combiners,
+    sized,  # noqa: F401 (registers ArraysCoder)
+)
 from sampler.beam.partition.config import NAMESPACE
 from sampler.beam.read import ReadEdgeSet, ReadNodeSet
 from sampler.io.graph_tables import latent_ends

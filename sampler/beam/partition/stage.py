@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
+from sampler.beam.partition import sized  # noqa: F401 (registers ArraysCoder)
 from sampler.beam.partition.classes import ClassifyNodes
 from sampler.beam.partition.config import PartitionConfig
 from sampler.beam.partition.methods import (

@@ -9,8 +9,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import apache_beam as beam
-import numpy as np
-import pyarrow.parquet as pq
 
 from sampler.beam import join
 from sampler.beam.join import Join
@@ -18,12 +16,9 @@ from sampler.beam.partition import combiners
 from sampler.beam.partition.config import PartitionConfig, key_shard
 from sampler.beam.partition.halo import HaloHops
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
-from sampler.errors import UserError
-from sampler.io.files import write_output
-from sampler.partition import classes, layout, to_parts
+from sampler.partition import classes, to_parts, write_files
 from sampler.partition.graph import GraphTypes
 from sampler.partition.new_ids import EdgesWithEnds
-from sampler.partition.report import REPORT_NAME, partition_report
 
 
 class WriteInputs(NamedTuple):
@@ -81,10 +76,9 @@ class _WriteNodeIds(beam.DoFn):
     def process(self, keyed):
         (t, s), table = keyed
         name = self._types.ntypes[t]
-        path = f"{self._out}/node_ids/{name}/{name}-{s:05d}-of-{self._shards:05d}.parquet"
-        with write_output(path) as f:
-            pq.write_table(table, f)
-        yield path
+        yield write_files.write_node_ids(
+            write_files.node_ids_path(self._out, name, s, self._shards), table
+        )
 
 
 class _WritePart(beam.DoFn):
@@ -113,9 +107,7 @@ class _WriteEdgelessParts(beam.DoFn):
 
 
 def _write_part(types: GraphTypes, out: str, p: int, lay, nodes, edges) -> int:
-    data = layout.assemble_partition(p, types, lay, list(nodes), list(edges))
-    layout.write_partition(out, p, data)
-    return p
+    return write_files.write_part(types, out, p, lay, nodes, edges)
 
 
 class _Finish(beam.DoFn):
@@ -129,31 +121,10 @@ class _Finish(beam.DoFn):
 
     def process(self, _, lay, cut, class_counts, class_table, written, node_ids):
         config, types = self._config, self._types
-        if sorted(written) != list(range(config.num_parts)):
-            missing = sorted(set(range(config.num_parts)) - set(written))
-            raise UserError(
-                f"--num_parts {config.num_parts}: partitions {_ranges(missing)} got no node (the"
-                " graph has fewer nodes, or its node sets split unevenly); use fewer parts"
-            )
-        layout.write_json(
-            f"{self._out}/{config.graph_name}.json",
-            layout.dgl_config(config.graph_name, types, lay, config.part_method, config.num_hops),
+        write_files.check_parts(config.num_parts, written)
+        yield write_files.finish(
+            config, types, self._out, lay, cut, class_counts, class_table, self._settings
         )
-        counts = np.zeros((len(class_table), config.num_parts), dtype=np.int64)
-        for (c, p), n in class_counts.items():
-            counts[c, p] += n
-        names = classes.class_names(
-            types.ntypes, types.node_features, config.balance_ntypes, class_table
-        )
-        report = partition_report(types, lay, cut, names, counts, self._settings)
-        layout.write_json(f"{self._out}/{REPORT_NAME}", report)
-        yield report
-
-
-def _ranges(parts: list[int]) -> str:
-    if len(parts) > 3:
-        return f"{parts[0]}, {parts[1]}, ..., {parts[-1]} ({len(parts)} parts)"
-    return ", ".join(map(str, parts))
 
 
 def _tag_edges(keyed):
@@ -179,20 +150,7 @@ class WritePartitions(beam.PTransform):
 
     def _settings(self) -> dict:
         """The run's settings, as the report records them."""
-        config = self._config
-        lp = config.part_method == "lp"
-        return {
-            "graph_name": config.graph_name,
-            "part_method": config.part_method,
-            "num_parts": config.num_parts,
-            "seed": config.seed,
-            "balance_ntypes": config.balance_ntypes,
-            "balance_edges": config.balance_edges,
-            "num_hops": config.num_hops,
-            "lp_rounds": config.lp_rounds if lp else 0,
-            "lp_cluster_rounds": config.lp_cluster_rounds if lp else 0,
-            "skipped_features": list(self._types.skipped_features),
-        }
+        return write_files.report_settings(self._config, self._types)
 
     def expand(self, inputs: WriteInputs):
         config, types, out = self._config, self._types, self._out

@@ -1,0 +1,124 @@
+"""`pipelines.partition --runner InMemory`: the same partition files without Beam, in one process.
+
+The kernels of the Beam stage called on whole node types (sampler/partition/in_memory.py),
+for graphs that fit the machine: the same DGL files, node id tables, report and dead letters
+as the Beam pipeline for the same flags, and the pipeline's oracle in the tests. apache_beam
+is never imported on this path (local files; gs:// paths load Beam's filesystems only).
+A graph estimated to need more than --memory_mb is refused in one line.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+
+from pipelines import accounting
+from sampler.errors import UserError
+from sampler.io import files, graph_tables
+from sampler.partition import in_memory
+from sampler.partition.graph import GraphTypes
+from sampler.partition.report import REPORT_NAME
+from sampler.schema import load_graph
+
+IN_MEMORY = "InMemory"
+
+# Peak memory of a run, from the bytes of its table files: a fixed part (the interpreter,
+# numpy, pyarrow) plus a multiple of the input per format (measured with
+# scripts/bench_partition.py, docs/notes-issue-24.md; lp, the most, with some room).
+BASE_MB = 300
+PER_INPUT_BYTE = {"parquet": 12.0, "csv": 4.0, "tfrecord": 4.0}
+
+
+def available_mb() -> int:
+    """What the machine has available now (MemAvailable of /proc/meminfo), in MB."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+
+
+def estimate_mb(graph) -> int:
+    """Estimated peak memory (MB) of partitioning `graph` in memory, from its files' sizes."""
+    patterns = {info.filename for info in graph.node_sets.values() if info.filename}
+    patterns |= {info.filename for info in graph.edge_sets.values()}
+    total = 0.0
+    for pattern in sorted(patterns):
+        for path, fmt in graph_tables.table_files(pattern):
+            total += files.file_size(path) * PER_INPUT_BYTE.get(fmt, 12.0)
+    return int(BASE_MB + total / (1 << 20))
+
+
+def check_memory(graph, memory_mb: int | None) -> tuple[int, int]:
+    """(estimate, budget) in MB; UserError when the estimate passes the budget."""
+    budget = memory_mb if memory_mb is not None else available_mb()
+    need = estimate_mb(graph)
+    if need > budget:
+        raise UserError(
+            f"--runner InMemory: the graph needs about {need:,} MB in one process, more than "
+            f"--memory_mb {budget:,}; use the Beam runner (leave out --runner, or "
+            "--runner DataflowRunner)"
+        )
+    return need, budget
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv, args, beam_args, start: float) -> None:
+    """The CLI body for --runner InMemory (`args`: pipelines.partition's parsed flags)."""
+    from pipelines import partition as cli
+
+    if beam_args:
+        raise UserError(
+            f"--runner InMemory runs no Beam pipeline: unknown flag {beam_args[0]} "
+            "(see python -m pipelines.partition --help)"
+        )
+    graph = load_graph(args.graph_schema)
+    config = cli.make_config(args, graph)
+    GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
+    need, budget = check_memory(graph, args.memory_mb)
+    output_dir = args.output_dir.rstrip("/")
+    cli.check_output(graph, args, output_dir)
+    bad_lines: list[str] = []
+    try:
+        report, counters = in_memory.run(graph, config, output_dir, bad_lines)
+    except BaseException:
+        # As the Beam runner: no file of a failed run could pass for a complete partitioning.
+        accounting.remove_leftovers(output_dir, cli.owned_outputs(args))
+        raise
+    finally:
+        accounting.write_bad_records_file(bad_lines, output_dir)
+    issues = accounting.graph_issues(graph, counters)
+    try:
+        accounting.check_bad_records(counters, args.max_bad_records, output_dir)
+        accounting.check_strict(issues, accounting.parse_strict(args.strict))
+    except UserError:
+        files.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
+        raise
+    seconds = time.time() - start
+    cli.print_summary(report, output_dir, seconds)
+    rss = peak_rss_mb()
+    print(f"memory:     peak RSS {rss:,.0f} MB in one process (estimated {need:,} of {budget:,})")
+    used = {
+        "runner": IN_MEMORY,
+        "peak_rss_mb": round(rss),
+        "estimated_mb": need,
+        "memory_mb": budget,
+    }
+    data = accounting.summary(
+        argv, args, counters, time.time() - start,
+        partition=accounting.partition_accounting(graph, report, counters),
+        graph_issues=issues,
+        resources=used,
+    )  # fmt: skip
+    print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
+    accounting.write_manifest(output_dir, cli.owned_outputs(args), accounting.input_folders(graph))
+    sys.stdout.flush()
