@@ -3,13 +3,15 @@
     source scripts/env.sh
     .venv/bin/python scripts/bench_partition.py --num_papers 100000 --num_parts 4 8 \\
         --methods random metis lp --dgl_methods random metis --work_dir /tmp/partbench \\
-        [--num_hops 1]
+        [--num_hops 1] [--runners beam InMemory]
 
 Generates the MAG-shaped graph (seed 0), runs `python -m pipelines.partition` per
-(method, num_parts) and, in the DGL oracle venv (scripts/setup_dgl_oracle.sh),
+(runner, method, num_parts) (--runners: `beam`, the local Beam runner with --extra's flags,
+and `InMemory`, --runner InMemory) and, in the DGL oracle venv (scripts/setup_dgl_oracle.sh),
 tests/oracle/dgl_partition_bench.py, which calls dgl.distributed.partition_graph on the
-same graph. Every run is a child process; its wall time and peak RSS (ru_maxrss of the
-child and its children) are measured here. The edge cut of DGL's runs is computed here
+same graph. Every run is a child process; its wall time, CPU seconds (user + system of the
+child and its children) and peak RSS (ru_maxrss of the child and its largest child) are
+measured here. The edge cut of DGL's runs is computed here
 from DGL's node assignment over the same edge list. Prints a Markdown table.
 """
 
@@ -31,16 +33,17 @@ sys.path.insert(0, str(ROOT))
 from sampler.tools import synthetic  # noqa: E402
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float, bool]:
-    """(seconds, peak RSS in MB, ok) of a child process; a failure is printed, not fatal,
-    so that the other tools still run (their rows say which run failed)."""
+def timed(cmd: list[str], log: Path) -> tuple[float, float, float, bool]:
+    """(seconds, CPU seconds, peak RSS in MB, ok) of a child process; a failure is printed,
+    not fatal, so that the other tools still run (their rows say which run failed)."""
     start = time.time()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
     if status != 0:
         print(f"failed (status {status}): {' '.join(cmd)}; see {log}", file=sys.stderr)
-    return time.time() - start, usage.ru_maxrss / 1024, status == 0
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.time() - start, cpu, usage.ru_maxrss / 1024, status == 0
 
 
 def export_for_dgl(graph: synthetic.SyntheticGraph, path: Path) -> dict:
@@ -90,7 +93,10 @@ def main() -> None:
     parser.add_argument("--dgl_methods", nargs="*", default=["random", "metis"])
     parser.add_argument("--num_hops", type=int, default=1, help="HALO hops, both tools")
     parser.add_argument("--work_dir", default="/tmp/partbench")
-    parser.add_argument("--extra", nargs="*", default=[], help="more flags for our CLI")
+    parser.add_argument("--extra", nargs="*", default=[], help="more flags for our Beam runs")
+    parser.add_argument(
+        "--runners", nargs="*", default=["beam"], help="ours: beam (local runner), InMemory"
+    )
     args = parser.parse_args()
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -100,30 +106,19 @@ def main() -> None:
     dgl_python = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl") / "bin" / "python"
     rows = []
     for parts in args.num_parts:
-        for method in args.methods:
-            out = work / f"ours_{method}_{parts}"
-            cmd = [sys.executable, "-m", "pipelines.partition", "--graph_schema", schema,
-                   "--output_dir", str(out), "--graph_name", "mag", "--num_parts", str(parts),
-                   "--part_method", method, "--num_hops", str(args.num_hops), "--overwrite",
-                   *args.extra]  # fmt: skip
-            seconds, rss, ok = timed(cmd, work / f"ours_{method}_{parts}.log")
-            if not ok:
-                rows.append(("this stage (failed)", method, parts, seconds, rss, float("nan"), 0))
-                continue
-            report = json.loads((out / "partition_report.json").read_text())
-            worst = max(
-                max(b["max_over_mean"] - 1, 1 - b["min_over_mean"])
-                for b in report["node_balance"].values()
-            )
-            rows.append(("this stage", method, parts, seconds, rss, report["edge_cut"], worst))
+        for runner in args.runners:
+            for method in args.methods:
+                rows.append(run_ours(args, work, schema, runner, method, parts))
         for method in args.dgl_methods:
             out = work / f"dgl_{method}_{parts}"
             cmd = [str(dgl_python), str(ROOT / "tests/oracle/dgl_partition_bench.py"),
                    str(work / "graph.npz"), str(out), str(parts), method,
                    str(args.num_hops)]  # fmt: skip
-            seconds, rss, ok = timed(cmd, work / f"dgl_{method}_{parts}.log")
+            seconds, cpu, rss, ok = timed(cmd, work / f"dgl_{method}_{parts}.log")
             if not ok:
-                rows.append(("DGL 2.1.0 (failed)", method, parts, seconds, rss, float("nan"), 0))
+                rows.append(
+                    ("DGL 2.1.0 (failed)", method, parts, seconds, cpu, rss, float("nan"), 0)
+                )
                 continue
             with np.load(out / "assignment.npz") as a:
                 worst = 0.0
@@ -132,14 +127,36 @@ def main() -> None:
                     mean = counts.mean()
                     worst = max(worst, counts.max() / mean - 1, 1 - counts.min() / mean)
             cut = dgl_cut(out / "assignment.npz", edges)
-            rows.append(("DGL 2.1.0", method, parts, seconds, rss, cut, worst))
+            rows.append(("DGL 2.1.0", method, parts, seconds, cpu, rss, cut, worst))
     print(f"num_hops {args.num_hops}")
-    print("| tool | method | parts | wall s | peak RSS MB | edge cut | worst type imbalance |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for tool, method, parts, seconds, rss, cut, worst in rows:
+    print(
+        "| tool | method | parts | wall s | CPU s | peak RSS MB | edge cut | worst type imbalance |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for tool, method, parts, seconds, cpu, rss, cut, worst in rows:
         print(
-            f"| {tool} | {method} | {parts} | {seconds:.1f} | {rss:,.0f} | {cut:.3f} | {worst:.1%} |"
+            f"| {tool} | {method} | {parts} | {seconds:.1f} | {cpu:.1f} | {rss:,.0f} | {cut:.3f}"
+            f" | {worst:.1%} |"
         )
+
+
+def run_ours(args, work: Path, schema: str, runner: str, method: str, parts: int) -> tuple:
+    """One row of the table: `python -m pipelines.partition` with `runner`."""
+    name = f"ours_{runner}_{method}_{parts}"
+    out = work / name
+    cmd = [sys.executable, "-m", "pipelines.partition", "--graph_schema", schema,
+           "--output_dir", str(out), "--graph_name", "mag", "--num_parts", str(parts),
+           "--part_method", method, "--num_hops", str(args.num_hops), "--overwrite"]  # fmt: skip
+    cmd += ["--runner", "InMemory"] if runner == "InMemory" else args.extra
+    tool = "this stage" if runner == "beam" else f"this stage ({runner})"
+    seconds, cpu, rss, ok = timed(cmd, work / f"{name}.log")
+    if not ok:
+        return (f"{tool} (failed)", method, parts, seconds, cpu, rss, float("nan"), 0)
+    report = json.loads((out / "partition_report.json").read_text())
+    worst = max(
+        max(b["max_over_mean"] - 1, 1 - b["min_over_mean"]) for b in report["node_balance"].values()
+    )
+    return (tool, method, parts, seconds, cpu, rss, report["edge_cut"], worst)
 
 
 if __name__ == "__main__":

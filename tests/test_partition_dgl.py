@@ -24,7 +24,7 @@ from sampler.features import feature_specs
 from sampler.io.writers import write_table
 from sampler.protos import graph_schema_pb2
 from sampler.tools import synthetic
-from tests.partition_helpers import reference_graph, run_partition
+from tests.partition_helpers import assert_same_outputs, reference_graph, run_partition
 
 ROOT = Path(__file__).resolve().parents[1]
 ORACLE = ROOT / "tests" / "oracle" / "dgl_partition_oracle.py"
@@ -119,6 +119,15 @@ def case_graph(name: str) -> str:
 def num_parts_of(name: str) -> int:
     flags = next(f for n, _, f in CASES if n == name)
     return int(flags[flags.index("--num_parts") + 1])
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CASES])
+def test_in_memory_runner_writes_the_same_files(case, loaded, graphs, tmp_path):
+    """--runner InMemory, every method, balance flag and HALO hops of CASES: the same bytes
+    as the Beam runner's folder that DGL loaded (node id tables and report included)."""
+    flags = next(f for n, _, f in CASES if n == case)
+    run_partition(graphs[case_graph(case)][0], str(tmp_path / case), *flags, "--runner", "InMemory")
+    assert_same_outputs(loaded[case][0], tmp_path / case)
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
