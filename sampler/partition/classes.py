@@ -26,7 +26,9 @@ def class_keys(ntype: int, values: np.ndarray) -> list[tuple[int, int]]:
 def class_indices(ntype: int, values: np.ndarray, class_table) -> np.ndarray:
     """int64 index in `class_table` (sorted (type, value) pairs) of each node's class."""
     index = {key: i for i, key in enumerate(class_table)}
-    return np.array([index[(ntype, int(v))] for v in values], dtype=np.int64)
+    unique, inverse = np.unique(np.asarray(values, np.int64), return_inverse=True)
+    table = np.array([index[(ntype, int(v))] for v in unique], dtype=np.int64)
+    return table[inverse.reshape(-1)] if len(values) else np.zeros(0, np.int64)
 
 
 def in_degree(target_rows: list[np.ndarray], n: int) -> np.ndarray:
@@ -39,14 +41,12 @@ def in_degree(target_rows: list[np.ndarray], n: int) -> np.ndarray:
 
 def class_part_counts(classes: np.ndarray, parts: np.ndarray) -> dict[tuple[int, int], int]:
     """{(class, part): nodes} of one shard, for the report's balance per class."""
-    pairs, counts = np.unique(
-        np.stack([np.asarray(classes, np.int64), np.asarray(parts, np.int64)], axis=1).reshape(
-            -1, 2
-        ),
-        axis=0,
-        return_counts=True,
-    )
-    return {(int(c), int(p)): int(n) for (c, p), n in zip(pairs, counts, strict=True)}
+    classes, parts = np.asarray(classes, np.int64), np.asarray(parts, np.int64)
+    if len(parts) == 0:
+        return {}
+    span = int(parts.max()) + 1
+    codes, counts = np.unique(classes * span + parts, return_counts=True)  # sorted (c, p)
+    return {(int(k // span), int(k % span)): int(n) for k, n in zip(codes, counts, strict=True)}
 
 
 def class_names(ntypes, node_features, feature: str | None, table) -> list[str]:

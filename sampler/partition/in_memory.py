@@ -107,7 +107,7 @@ def read_graph(
                     batches[ends[column]].append(rows)
     nodes = {}
     for t, name in enumerate(types.ntypes):
-        parts = [b for b in batches[name] if len(b)]
+        parts = [b for b in batches.pop(name) if len(b)]
         if not parts:
             continue
         shard = build_node_shard(t, SHARD, parts, types.node_features[name], name)
@@ -118,8 +118,8 @@ def read_graph(
     for shard in nodes.values():
         shard.start = int(starts[shard.ntype, SHARD])
     edges = {}
-    for etype, pieces in edge_batches.items():
-        found = _resolve(types, etype, pieces, nodes, counters)
+    for etype in sorted(edge_batches):
+        found = _resolve(types, etype, edge_batches.pop(etype), nodes, counters)
         if found is not None:
             edges[etype] = found
     edge_starts = shard_starts({(e, SHARD): len(s) for e, s in edges.items()}, len(types.etypes), 1)
@@ -143,12 +143,14 @@ def _resolve(types: GraphTypes, etype: int, pieces, nodes, counters) -> EdgeShar
     if not pieces:
         return None
     batch = EdgeBatch.concat(pieces, types.edge_features[name])
+    del pieces  # the read batches, now copied into one
 
     def index(ntype_name):
         shard = nodes.get(types.ntype_id(ntype_name))
         return None if shard is None else shard.index()
 
     dropped, targets = numbering.resolve_targets(index(dst_name), etype, batch, SHARD, 1)
+    del batch
     if dropped:
         counters.inc(f"edges_with_missing_endpoint/{name}", dropped)
     if not targets:
@@ -266,7 +268,8 @@ def write_partitions(
     g: Graph, config, parts: dict[int, np.ndarray], out: str, settings: dict, counters: Counters
 ) -> dict:
     """Writes the DGL folder, the node id tables, the JSON and the report (returned), as
-    sampler/beam/partition/write.py does."""
+    sampler/beam/partition/write.py does. The graph's edges and nodes are dropped from `g` as
+    they are routed to their parts (the parts' copies take their place)."""
     types, num_parts = g.types, config.num_parts
     shape_n = (len(types.ntypes), 1, num_parts)
     shape_e = (len(types.etypes), 1, num_parts)
@@ -274,23 +277,31 @@ def write_partitions(
     for t, p in parts.items():
         node_counts += new_ids.node_part_counts(t, SHARD, p, shape_n)
     node_layout = {t: new_ids.node_layout(t, SHARD, p, node_counts) for t, p in parts.items()}
-    edge_counts = np.zeros(shape_e, np.int64)
-    cut = np.zeros(len(types.etypes), np.int64)
-    ends = {}
-    for e, edges in g.edges.items():
+
+    def edge_ends(e: int):
+        edges = g.edges[e]
         src_t, dst_t = (types.ntype_id(types.etypes[e][i]) for i in (0, 2))
         rows = np.arange(len(edges))
         target = new_ids.target_ends(
             node_layout[dst_t], g.starts[dst_t, SHARD], e, SHARD, rows, edges.dst
         )
-        ends[e], counts, edge_cut = new_ids.edge_ends(
+        return new_ids.edge_ends(
             edges, [target], node_layout[src_t], g.starts[src_t, SHARD], shape_e
         )
+
+    # Both ends of every edge twice (counted, then routed), so that one edge type's at a time
+    # is held: the new ids of edges need every type's counts first.
+    edge_counts = np.zeros(shape_e, np.int64)
+    cut = np.zeros(len(types.etypes), np.int64)
+    for e in sorted(g.edges):
+        _, counts, edge_cut = edge_ends(e)
         edge_counts += counts
         cut += edge_cut
     lay = layout.Layout(node_counts, edge_counts)
     part_edges, in_edges, pairs = defaultdict(list), defaultdict(list), defaultdict(list)
-    for e, with_ends in ends.items():
+    for e in sorted(g.edges):
+        with_ends = edge_ends(e)[0]
+        del g.edges[e]
         src_t, dst_t = (types.ntype_id(types.etypes[e][i]) for i in (0, 2))
         new_id, _ = lay.edge_ids(e, SHARD, with_ends.dst_part)
         if config.num_hops > 1:
@@ -301,20 +312,24 @@ def write_partitions(
                 pairs[(src_t, SHARD)].append(found)
         for p, piece in to_parts.edges_to_parts(with_ends, new_id):
             part_edges[p].append(piece)
+        del with_ends, new_id
     if config.num_hops > 1:
         for p, piece in halo_hops(in_edges, pairs, config.num_hops, num_parts, counters):
             part_edges[p].append(piece)
+        in_edges.clear()
+    with_nodes = node_counts.sum(axis=(0, 1)) > 0
+    write_files.check_parts(
+        num_parts, [p for p in range(num_parts) if part_edges.get(p) or with_nodes[p]]
+    )
     part_nodes = defaultdict(list)
-    for t, shard in g.nodes.items():
+    for t in sorted(g.nodes):
+        shard = g.nodes.pop(t)
+        write_node_ids(types, out, shard, node_layout[t], config.num_shards)
         for p, piece in to_parts.nodes_to_parts(shard, node_layout[t]):
             part_nodes[p].append(piece)
-    write_files.check_parts(
-        num_parts, [p for p in range(num_parts) if part_edges[p] or part_nodes[p]]
-    )
-    for t, shard in g.nodes.items():
-        write_node_ids(types, out, shard, node_layout[t], config.num_shards)
+        del shard
     for p in range(num_parts):
-        write_files.write_part(types, out, p, lay, part_nodes.pop(p), part_edges.pop(p))
+        write_files.write_part(types, out, p, lay, part_nodes.pop(p, []), part_edges.pop(p, []))
     class_counts = {}
     for t, info in g.info.items():
         for key, n in classes.class_part_counts(info.classes, parts[t]).items():

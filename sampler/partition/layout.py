@@ -162,7 +162,7 @@ def assemble_partition(
     for t, ntype in enumerate(types.ntypes):
         got = sorted((n for n in nodes if n.ntype == t), key=lambda n: int(n.new_id[0]))
         new_id = np.concatenate([n.new_id for n in got]) if got else np.zeros(0, np.int64)
-        order = np.argsort(new_id, kind="stable")
+        order = stable_order(new_id)
         start, end = (int(x) for x in node_map[t, part])
         if not np.array_equal(new_id[order], np.arange(start, end)):
             raise AssertionError(f"partition {part}: inner nodes of '{ntype}' are incomplete")
@@ -180,14 +180,14 @@ def assemble_partition(
     outer = [e for e in edges if not e.inner]
     edge_feats, orig_eids = {}, {}
     inner_cols = with_end_types(_concat_edges(inner), types)
-    order = np.argsort(inner_cols["new_id"], kind="stable")
+    order = stable_order(inner_cols["new_id"])
     inner_cols = {k: v[order] for k, v in inner_cols.items()}
     for e in range(len(types.etypes)):
         name = types.canonical(e)
         rel = types.etypes[e][1]
         got = [x for x in inner if x.etype == e]
         new_id = np.concatenate([x.new_id for x in got]) if got else np.zeros(0, np.int64)
-        order = np.argsort(new_id, kind="stable")
+        order = stable_order(new_id)
         start, end = (int(x) for x in edge_map[e, part])
         if not np.array_equal(new_id[order], np.arange(start, end)):
             raise AssertionError(f"partition {part}: inner edges of '{name}' are incomplete")
@@ -217,9 +217,9 @@ def assemble_partition(
     halo_part = np.concatenate([x[1] for x in ends])
     halo_type = np.concatenate([x[2] for x in ends])
     foreign = halo_part != part
-    halo_id, first = np.unique(halo_id[foreign], return_index=True)
-    halo_part = halo_part[foreign][first]
-    halo_type = halo_type[foreign][first]
+    halo_id, halo_part, halo_type = _unique_nodes(
+        halo_id[foreign], halo_part[foreign], halo_type[foreign]
+    )
 
     all_src = np.concatenate([inner_cols["src"], outer_cols["src"]])
     all_dst = np.concatenate([inner_cols["dst"], outer_cols["dst"]])
@@ -260,6 +260,39 @@ def assemble_partition(
 
 
 DENSE_LOCAL_IDS = 8  # the id table of `_local_ids` at most this many times the part's nodes
+
+
+def stable_order(ids: np.ndarray) -> np.ndarray:
+    """np.argsort(ids, kind="stable"); without a sort when the ids are a permutation of a
+    range (inner nodes and edges of a part always are): the inverse permutation."""
+    n = len(ids)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    lo = int(ids.min())
+    if int(ids.max()) - lo + 1 == n:
+        order = np.full(n, -1, np.int64)
+        order[ids - lo] = np.arange(n)
+        if order.min() >= 0:  # every slot filled once: no duplicates
+            return order
+    return np.argsort(ids, kind="stable")
+
+
+def _unique_nodes(ids: np.ndarray, part: np.ndarray, type_: np.ndarray):
+    """(sorted unique ids, the part and type of each) of node ends, whose part and type are
+    functions of the id: np.unique's first occurrence, by one table of flags when the ids are
+    dense enough (DENSE_LOCAL_IDS), else by np.unique."""
+    if len(ids) == 0 or ids.min() < 0 or ids.max() >= DENSE_LOCAL_IDS * len(ids) + 1024:
+        unique, first = np.unique(ids, return_index=True)
+        return unique, part[first], type_[first]
+    size = int(ids.max()) + 1
+    seen = np.zeros(size, bool)
+    seen[ids] = True
+    unique = np.flatnonzero(seen)
+    values = np.empty(size, np.int64)
+    values[ids] = part
+    unique_part = values[unique]
+    values[ids] = type_
+    return unique, unique_part.astype(part.dtype), values[unique].astype(type_.dtype)
 
 
 def _local_ids(first_node: int, num_inner: int, halo_id: np.ndarray):

@@ -52,21 +52,28 @@ def deal_parts(
     for g in sorted(size):
         first = (g // BUCKETS) * BUCKETS
         offset[g] = sum(size[h] for h in size if first <= h < g)
-    rank = rank_within(np.unique(groups, return_inverse=True)[1], len(groups) + 1)
-    g_list = groups.tolist()
-    rank = rank + np.array([before.get(g, 0) for g in g_list], dtype=np.int64)
+    unique, inverse = np.unique(groups, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    rank = rank_within(inverse, len(groups) + 1)
+    g_list = unique.tolist()  # per distinct group, then gathered per node
+
+    def per_node(table: dict, keys: list, of_node: np.ndarray, dtype=np.int64) -> np.ndarray:
+        return np.array([table.get(k, 0) for k in keys], dtype=dtype)[of_node]
+
+    rank = rank + per_node(before, g_list, inverse)
     first, start = _type_runs(counts, size)
-    c_list = classes.tolist()
-    first_class = np.array([first[c] for c in c_list], dtype=np.uint64)
+    c_unique, c_inverse = np.unique(classes, return_inverse=True)
+    c_list, c_inverse = c_unique.tolist(), c_inverse.reshape(-1)
+    first_class = per_node(first, c_list, c_inverse, np.uint64)
     rotation = (ids.combine(np.uint64(seed), first_class) % np.uint64(num_parts)).astype(
         np.int64
-    ) + np.array([start[c] for c in c_list], dtype=np.int64)
+    ) + per_node(start, c_list, c_inverse)
     return assign.random_parts(
         seed,
         groups.astype(np.uint64),
         rank,
-        np.array([size[g] for g in g_list], dtype=np.int64),
-        np.array([offset[g] for g in g_list], dtype=np.int64),
+        per_node(size, g_list, inverse),
+        per_node(offset, g_list, inverse),
         rotation,
         num_parts,
     )
