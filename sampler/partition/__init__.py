@@ -8,6 +8,8 @@
   dgl_format.py, dgl_read.py  DGL's binary files, written and read (docs/DGL_FORMAT.md)
   layout.py  DGL's reshuffled id spaces, one partition's graph.dgl / feature files, the JSON
   report.py  edge cut and balance
+  write_files.py  the files of both runners: parts, node id tables, the JSON and the report
+  in_memory.py, in_memory_lp.py  the whole stage in one process without Beam (--runner InMemory)
 
 `sampler/beam/partition/` wraps them in PTransforms; `pipelines/partition.py` is the CLI.
 """
