@@ -25,11 +25,11 @@ IN_MEMORY = "InMemory"
 
 # Peak memory of a run, from the bytes of its table files: a fixed part (the interpreter,
 # numpy, pyarrow) plus a multiple of the input per format. Measured on the MAG-shaped graph
-# (scripts/bench_partition.py, docs/notes-issue-24.md): peak RSS ~36x its Parquet bytes at
-# 100k papers (random and lp alike); the same graph takes 3.2x the bytes as CSV and 8.3x
-# as TFRecord.
+# (scripts/bench_partition.py, docs/notes-issue-24.md): peak RSS of lp (the most) 33x its
+# Parquet bytes at 100k and at 1M papers (random: 23x); the same graph takes 3.2x the bytes
+# as CSV and 8.3x as TFRecord. About 10% of room on top.
 BASE_MB = 300
-PER_INPUT_BYTE = {"parquet": 40.0, "csv": 12.0, "tfrecord": 5.0}
+PER_INPUT_BYTE = {"parquet": 36.0, "csv": 11.0, "tfrecord": 4.5}
 
 
 def available_mb() -> int:
@@ -53,7 +53,7 @@ def estimate_mb(graph) -> int:
     total = 0.0
     for pattern in sorted(patterns):
         for path, fmt in graph_tables.table_files(pattern):
-            total += files.file_size(path) * PER_INPUT_BYTE.get(fmt, 40.0)
+            total += files.file_size(path) * PER_INPUT_BYTE.get(fmt, 36.0)
     return int(BASE_MB + total / (1 << 20))
 
 

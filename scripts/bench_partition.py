@@ -104,6 +104,12 @@ def main() -> None:
     parser.add_argument("--work_dir", default="/tmp/partbench")
     parser.add_argument("--extra", nargs="*", default=[], help="more flags for our Beam runs")
     parser.add_argument(
+        "--beam_workers",
+        type=int,
+        default=0,
+        help="beam runs: this many SDK worker processes (--direct_running_mode=multi_processing)",
+    )
+    parser.add_argument(
         "--reuse", action="store_true", help="the graph --work_dir holds (no new one)"
     )
     parser.add_argument(
@@ -164,7 +170,13 @@ def run_ours(args, work: Path, schema: str, runner: str, method: str, parts: int
     cmd = [sys.executable, "-m", "pipelines.partition", "--graph_schema", schema,
            "--output_dir", str(out), "--graph_name", "mag", "--num_parts", str(parts),
            "--part_method", method, "--num_hops", str(args.num_hops), "--overwrite"]  # fmt: skip
-    cmd += ["--runner", "InMemory"] if runner == "InMemory" else args.extra
+    if runner == "InMemory":
+        cmd += ["--runner", "InMemory"]
+    else:
+        cmd += args.extra
+        if args.beam_workers:
+            cmd += ["--direct_running_mode=multi_processing",
+                    f"--direct_num_workers={args.beam_workers}"]  # fmt: skip
     tool = "this stage" if runner == "beam" else f"this stage ({runner})"
     seconds, cpu, rss, ok = timed(cmd, work / f"{name}.log")
     if not ok:
