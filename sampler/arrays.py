@@ -39,3 +39,25 @@ def expand_ranges(start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np
     first = np.cumsum(length) - length
     within = np.arange(total) - np.repeat(first, length)
     return rows, np.repeat(start, length) + within
+
+
+def lexsort_two(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
+    """np.lexsort((minor, major)): the order by `major`, ties by `minor`, then input order.
+
+    One stable argsort of `major` (lexsort's indirect passes over every key are several times
+    slower on tens of millions of rows), then a lexsort of only the rows whose `major` repeats.
+    """
+    order = np.argsort(major, kind="stable")
+    if len(order) < 2:
+        return order
+    ranked = major[order]
+    repeat = ranked[1:] == ranked[:-1]
+    if not repeat.any():
+        return order
+    in_run = np.zeros(len(order), dtype=bool)
+    in_run[1:] |= repeat
+    in_run[:-1] |= repeat
+    rows = np.flatnonzero(in_run)
+    tied = order[rows]  # runs of equal `major`, each in input order
+    order[rows] = tied[np.lexsort((minor[tied], ranked[rows]))]
+    return order

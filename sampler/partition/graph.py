@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
+from sampler.arrays import lexsort_two
 from sampler.batches import NodeBatch, take_features
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
@@ -193,7 +194,11 @@ def rank_edges(
 ) -> EdgeShard:
     """Sorts one shard's edges of one type by (source id, target id, content hash)."""
     content = ids.row_fingerprint(features, len(src))
-    order = np.lexsort((content, dst, src))
+    span = int(dst.max()) + 1 if len(dst) else 1
+    if len(src) and src.min() >= 0 and dst.min() >= 0 and (int(src.max()) + 1) * span < 2**63:
+        order = lexsort_two(content, src.astype(np.int64) * span + dst)  # (src, dst), content
+    else:
+        order = np.lexsort((content, dst, src))
     return EdgeShard(
         etype,
         shard,
