@@ -136,3 +136,31 @@ def test_the_check_sees_beam_on_the_beam_path(bad_rows, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_lexsort_two_is_lexsort():
+    import numpy as np
+
+    from sampler.arrays import lexsort_two
+
+    rng = np.random.default_rng(3)
+    for n, span in ((0, 1), (1, 1), (1000, 5), (1000, 1000), (5000, 40)):
+        major = rng.integers(0, span, n)
+        minor = rng.integers(0, 3, n).astype(np.uint64)
+        assert np.array_equal(lexsort_two(minor, major), np.lexsort((minor, major)))
+
+
+def test_local_files_match_like_beam(tmp_path):
+    """sampler/io/local_files.py lists what Beam's FileSystems.match lists."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from sampler.io import local_files
+
+    for name in ("a.csv", "b.csv", "sub/c.csv", "sub/deep/d.csv", "e.parquet-00000-of-00002"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    for pattern in ("*.csv", "**.csv", "sub/*", "sub/**", "?.csv", "[ab].csv", "e.parquet-*",
+                    "a.csv", "missing.csv", "sub", "sub/", "nothere/*"):  # fmt: skip
+        path = str(tmp_path / pattern)
+        beam = sorted(m.path for m in FileSystems.match([path])[0].metadata_list)
+        assert sorted(p for p, _, _ in local_files.match(path)) == beam, pattern
