@@ -212,9 +212,10 @@ def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
         raise UserError(SHARDED_LINKS)
 
 
-def build(pipeline, graph, plan, config: SampleConfig):
+def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = None):
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
-    entry point's code path); returns the PCollection of RecordBatches."""
+    entry point's code path); returns the PCollection of RecordBatches. `temp_dir`: the run's
+    temporary folder (the `worker` placement's graph snapshot goes there)."""
     options = SamplingOptions(
         Randomness(config.seed),
         placement(graph, config, plan),
@@ -224,6 +225,7 @@ def build(pipeline, graph, plan, config: SampleConfig):
         config.max_bad_records,
         config.negatives_per_seed,
         config.keep_seed_edges,
+        temp_dir,
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
@@ -344,8 +346,10 @@ def construct_loaded(loaded: Loaded) -> Construction:
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     pipeline = new_pipeline(loaded.beam_args, config.runner)
-    batches = build(pipeline, graph, loaded.plan, config)
     temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    local = "://" not in temp_dir
+    snapshots = FileSystems.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
+    batches = build(pipeline, graph, loaded.plan, config, snapshots)
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
     _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
     return Construction(pipeline, graph, output_dir, config.output_samples, temp_dir)

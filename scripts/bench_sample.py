@@ -30,6 +30,7 @@ import glob
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -94,6 +95,19 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def tree_pss(proc: psutil.Process) -> int:
+    """The proportional set size of the tree: pages shared by several processes (a graph
+    snapshot every SDK worker maps) count once in all, not once per process as in RSS."""
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            with open(f"/proc/{p.pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) * 1024
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
 def is_sdk_worker(proc: psutil.Process) -> bool:
     try:
         return "sdk_worker_main" in " ".join(proc.cmdline())
@@ -113,15 +127,20 @@ def process_peaks(proc: psutil.Process, peaks: dict[int, int]) -> None:
 
 def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) -> dict:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime
     start = time.time()
     peaks: dict[int, int] = {}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         ps = psutil.Process(proc.pid)
-        peak, stopped = 0, None
+        peak, peak_pss, stopped, polls = 0, 0, None, 0
         while proc.poll() is None:
             try:
                 peak = max(peak, tree_rss(ps))
+                if polls % 5 == 0:  # smaps is slower to read than the RSS
+                    peak_pss = max(peak_pss, tree_pss(ps))
+                polls += 1
                 process_peaks(ps, peaks)
             except psutil.NoSuchProcess:
                 break
@@ -137,10 +156,13 @@ def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) 
                 break
             time.sleep(0.2)
         proc.wait()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # this run's tree: each run reaped
     workers = sorted((rss for pid, rss in peaks.items() if pid != proc.pid), reverse=True)
     return {
         "seconds": round(time.time() - start, 2),
+        "tree_cpu_seconds": round(usage.ru_utime + usage.ru_stime - cpu_before, 2),
         "peak_rss_bytes": peak,
+        "peak_pss_bytes": peak_pss,
         "runner_peak_rss_bytes": peaks.get(proc.pid, 0),
         "sdk_worker_peak_rss_bytes": workers,
         "returncode": proc.returncode,
