@@ -14,11 +14,13 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import dofn_specs, option_views, resources, streamed_inputs
+from pipelines import dofn_specs, option_views, resources, sdk_fork_server, streamed_inputs
 from sampler.errors import UserError
 from sampler.partition import adjacency_cache
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
+FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 
 def make_runner(name: str | None):
@@ -50,16 +52,28 @@ class LocalRunner(FnApiRunner):
 
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
-        self.worker_processes = False
-        for environment in pipeline_proto.components.environments.values():
-            if environment.urn == python_urns.SUBPROCESS_SDK:
-                environment.payload += redirect
-                self.worker_processes = True
+        subprocess_sdks = [
+            environment
+            for environment in pipeline_proto.components.environments.values()
+            if environment.urn == python_urns.SUBPROCESS_SDK
+        ]
+        self.worker_processes = bool(subprocess_sdks)
+        fork_server = None
+        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
+            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
+        for environment in subprocess_sdks:
+            if fork_server is not None:
+                environment.payload = fork_server.worker_command().encode()
+            environment.payload += redirect
         self.pipeline_proto = pipeline_proto
         streamed_inputs.install()  # bounded messages to worker processes
         adjacency_cache.clear()  # this run's label propagation shards only
-        with resources.count_run() as self.counts:
-            return super().run_via_runner_api(pipeline_proto, options)
+        try:
+            with resources.count_run() as self.counts:
+                return super().run_via_runner_api(pipeline_proto, options)
+        finally:
+            if fork_server is not None:
+                fork_server.stop()
 
 
 def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:

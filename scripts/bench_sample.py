@@ -110,7 +110,10 @@ def tree_pss(proc: psutil.Process) -> int:
 
 def is_sdk_worker(proc: psutil.Process) -> bool:
     try:
-        return "sdk_worker_main" in " ".join(proc.cmdline())
+        if "sdk_worker_main" in " ".join(proc.cmdline()):
+            return True
+        parent = proc.parent()  # forked by pipelines.sdk_fork_server
+        return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 

@@ -52,6 +52,14 @@ def mag(tmp_path_factory):
     return root, schema, mag_spec, str(weighted), str(seeds)
 
 
+def is_sdk_worker(process: psutil.Process) -> bool:
+    """A Beam SDK worker: started cold (sdk_worker_main), or forked by pipelines.sdk_fork_server."""
+    if "sdk_worker_main" in " ".join(process.cmdline()):
+        return True
+    parent = process.parent()
+    return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
+
+
 def sdk_worker_processes_during(fn) -> set[int]:
     """Runs fn(); returns the pids of the Beam SDK worker processes seen meanwhile."""
     me, seen, done = psutil.Process(), set(), threading.Event()
@@ -60,7 +68,7 @@ def sdk_worker_processes_during(fn) -> set[int]:
         while not done.is_set():
             for child in me.children(recursive=True):
                 try:
-                    if "sdk_worker_main" in " ".join(child.cmdline()):
+                    if is_sdk_worker(child):
                         seen.add(child.pid)
                 except psutil.NoSuchProcess:
                     pass
