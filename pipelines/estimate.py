@@ -18,7 +18,7 @@
    and machine type for --target_minutes.
 4. Per graph placement (worker, topology, sharded): memory per SDK process, the machine
    type that holds it, vCPU-hours, shuffle GB and a list-price cost, from the rates this
-   project measured (sampler/tools/placement_cost.py, docs/DATAFLOW.md).
+   project measured (sampler/tools/placement_cost.py, docs/dataflow.md).
 
 Link seeds (a symmetric_link_seed_op, --seed_edge_set E): the records are the seed edges (every
 edge of E, or the rows of --input_seeds) times 1 + --negatives_per_seed. The probe samples
