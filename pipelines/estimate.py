@@ -37,6 +37,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from pipelines import cli
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.ids import fingerprint
 from sampler.io import files, graph_tables
@@ -53,6 +54,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.estimate",
         description=__doc__,
+        epilog=cli.guide("estimate"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_graph_flags(parser, seeds_help="Seed table (default: every node of the seed set).")
