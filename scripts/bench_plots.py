@@ -159,7 +159,8 @@ def _save(fig, png: str) -> None:
     # No timestamps in the file: the same records draw the same bytes.
     fig.savefig(png, dpi=90, metadata={"Software": None})
     _pyplot().close(fig)
-    print(f"plot: {os.path.relpath(png, ROOT) if png.startswith(ROOT) else png}")
+    # stderr: `bench_sample.py --report` prints only its table on stdout.
+    print(f"plot: {os.path.relpath(png, ROOT) if png.startswith(ROOT) else png}", file=sys.stderr)
 
 
 PLOTTED = ("bench_sample.json", "bench_placement.json", "bench_partition.json")
@@ -190,7 +191,10 @@ def plot_file(json_path: str, png: str | None = None) -> str | None:
     try:
         _pyplot()
     except ImportError:
-        print("plot skipped: matplotlib is missing (pip install -r requirements-dev.txt)")
+        print(
+            "plot skipped: matplotlib is missing (pip install -r requirements-dev.txt)",
+            file=sys.stderr,
+        )
         return None
     png = png or os.path.splitext(json_path)[0] + ".png"
     draw(records, png)
