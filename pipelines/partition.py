@@ -21,7 +21,7 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import accounting
+from pipelines import accounting, cli
 from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, run_main, submit
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
@@ -38,6 +38,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.partition",
         description=__doc__,
+        epilog=cli.guide("partition"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(

@@ -24,7 +24,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
-from pipelines import accounting, sample_in_memory
+from pipelines import accounting, cli, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
@@ -42,7 +42,9 @@ from sampler.tools.placement_cost import process_gb
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=cli.guide("sample"),
     )
     parser.add_argument(
         "--graph_schema", required=True, help="GraphSchema pbtxt, or a directory holding one."
@@ -69,7 +71,7 @@ def make_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="Link prediction: K examples with label 0 per seed edge, each with a uniformly"
-        " random target from the target node set (see README 'Link prediction').",
+        " random target from the target node set (see docs/link-prediction.md).",
     )
     parser.add_argument(
         "--keep_seed_edges",
@@ -134,7 +136,7 @@ def make_parser() -> argparse.ArgumentParser:
         default="",
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,missing_seeds,self_loops,parallel_edges,empty_sets"
-        " (or all). See README 'When things go wrong'.",
+        " (or all). See docs/troubleshooting.md.",
     )
     return parser
 

@@ -10,7 +10,8 @@ time, peak RSS of the whole process tree, subgraphs/s and output bytes.
       [--hub_fraction 0.2] [--timeout 1800] [--max_rss_gb 20] [--input_seeds N]
 
 A system that runs out of time or memory is killed and recorded with the limit
-that stopped it. Results are appended to the JSON file (one record per run).
+that stopped it. Results are appended to the JSON file (one record per run), and
+scripts/bench_plots.py draws them beside it as a PNG (docs/bench_sample.png).
 
 Placements at scale (issue 16): `--workers N` runs our systems with
 `--direct_running_mode=multi_processing --direct_num_workers=N` and records the peak RSS
@@ -37,6 +38,9 @@ import sys
 import time
 
 import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plots  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -351,6 +355,7 @@ def main() -> None:
             results = json.load(f)
     if args.report:
         print(placement_report(results) if args.workers else report(results))
+        bench_plots.plot_file(args.out)
         return
     for size in [int(s) for s in args.sizes.split(",")]:
         graph_dir = make_graph(
@@ -402,6 +407,7 @@ def main() -> None:
             results.append(record)
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=1)
+    bench_plots.plot_file(args.out)  # beside the JSON: docs/bench_sample.png
 
 
 if __name__ == "__main__":
