@@ -18,6 +18,7 @@ safe; it exits when the runner closes its stdin (the runner ends, or dies).
 from __future__ import annotations
 
 import array
+import gc
 import json
 import os
 import selectors
@@ -117,6 +118,7 @@ def _run_worker(env: dict, stderr_fd: int) -> None:
 
 def serve(socket_path: str) -> None:
     _preload()
+    gc.freeze()  # the garbage collector leaves the imported objects alone: their pages stay shared
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path + ".tmp")
     listener.listen(64)

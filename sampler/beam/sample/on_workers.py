@@ -85,7 +85,7 @@ class SampleOnWorkers(beam.PTransform):
         *,
         randomness: Randomness,
         num_buckets: int,
-        chunk_size: int = 512,
+        chunk_size: int = 128,  # seeds sampled at once: a process's working set (same records)
         kernel=None,
     ):
         super().__init__()
