@@ -185,7 +185,7 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
         return out
 
     one, two = files(tmp_path / "one"), files(tmp_path / "two")
-    assert {"g.json", "part2/graph.dgl", "partition_report.json"} <= one.keys()
+    assert {"g.json", "part2/graph.dgl", "cut_report.json"} <= one.keys()
     assert one.keys() == two.keys()
     for name in one:
         assert one[name] == two[name], name
