@@ -266,3 +266,14 @@ def test_mask_errors_are_one_line(graphs, tmp_path, capsys):
     assert partition_cli.main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "must be a scalar integer or boolean" in last, last
+
+
+def test_overwrite_removes_an_earlier_versions_report(graphs, tmp_path):
+    """A folder partitioned before the rename holds partition_report.json, which GraphStorm
+    would take for a partition: --overwrite removes it with the rest."""
+    out = tmp_path / "old"
+    run_partition(graphs["sharded"], str(out), "--num_parts", "2")
+    (out / "cut_report.json").rename(out / "partition_report.json")
+    run_partition(graphs["sharded"], str(out), "--num_parts", "2", "--overwrite")
+    assert not (out / "partition_report.json").exists()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("part")) == ["part0", "part1"]
