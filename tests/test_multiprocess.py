@@ -180,7 +180,7 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
         out = {}
         for path in sorted(folder.rglob("*")):
             rel = path.relative_to(folder).as_posix()
-            if path.is_file() and (rel == "g.json" or rel.startswith("part")):
+            if path.is_file() and (rel in ("g.json", "cut_report.json") or rel.startswith("part")):
                 out[rel] = path.read_bytes()
         return out
 
