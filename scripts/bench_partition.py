@@ -117,7 +117,7 @@ def main() -> None:
             if not ok:
                 rows.append(("this stage (failed)", method, parts, seconds, rss, float("nan"), 0))
                 continue
-            report = json.loads((out / "partition_report.json").read_text())
+            report = json.loads((out / "cut_report.json").read_text())
             worst = max(
                 max(b["max_over_mean"] - 1, 1 - b["min_over_mean"])
                 for b in report["node_balance"].values()
