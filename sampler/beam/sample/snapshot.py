@@ -15,6 +15,7 @@ never pass through the runner. A remote snapshot (gs://) is copied once per mach
 
 from __future__ import annotations
 
+import struct
 import typing
 import uuid
 
@@ -85,30 +86,44 @@ class _ReadToPart(_ReadTable):
     def process(self, element):
         index, (kind, name, path, fmt) = element
         self._count(name, 0)
-        pieces = []
         if kind == "node":
             info = self._graph.node_sets[name]
-            for batch in graph_tables.read_node_file(path, fmt, info, self._pending.append):
-                self._rows_read.inc(len(batch))
-                pieces.append(batch)
-                yield from self._flush()
+            pieces = graph_tables.read_node_file(path, fmt, info, self._pending.append)
         else:
             info = self._graph.edge_sets[name]
             ends = tuple(graph_tables.latent_ends(self._graph, info))
-            for batch, end_ids in graph_tables.read_edge_file(
-                path, fmt, info, ends, self._pending.append
-            ):
-                self._rows_read.inc(len(batch))
-                pieces.append((batch, end_ids))
-                yield from self._flush()
-        yield from self._flush()
+            pieces = graph_tables.read_edge_file(path, fmt, info, ends, self._pending.append)
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:
-                f.write(packed((kind, name, pieces)))
+                f.write(_framed((kind, name)))
+                for piece in pieces:  # each piece written as it is read
+                    self._rows_read.inc(len(piece if kind == "node" else piece[0]))
+                    f.write(_framed(piece))
+                    yield from self._flush()
         except OSError as e:
             raise write_error(part, e) from e
+        yield from self._flush()
         yield index, part
+
+
+def _framed(value) -> bytes:
+    data = packed(value)
+    return struct.pack("<Q", len(data)) + data
+
+
+def read_part(path: str) -> tuple[str, str, list]:
+    """(kind, set, pieces) of a part file that _ReadToPart wrote: framed packed values, the
+    first one (kind, set)."""
+    with FileSystems.open(path) as f:
+        data = f.read()
+    values, at = [], 0
+    while at < len(data):
+        (size,) = struct.unpack_from("<Q", data, at)
+        values.append(unpacked(data[at + 8 : at + 8 + size]))
+        at += 8 + size
+    (kind, name), pieces = values[0], values[1:]
+    return kind, name, pieces
 
 
 def build_dense_graph(graph: GraphInfo, plan: SamplingPlan, parts: list):
@@ -153,12 +168,7 @@ class _Build(beam.DoFn):
     def process(self, _, parts):
         graph = self._graph
         paths = [path for _, path in sorted(parts)]
-        loaded = []
-        for path in paths:
-            with FileSystems.open(path) as f:
-                loaded.append(unpacked(f.read()))
-        nodes, adjacency = build_dense_graph(graph, self._plan, loaded)
-        del loaded
+        nodes, adjacency = build_dense_graph(graph, self._plan, [read_part(p) for p in paths])
         for name, info in graph.node_sets.items():
             if info.filename:
                 Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}").inc(nodes[name].duplicates)
