@@ -12,6 +12,7 @@ so an error names the exact line.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -140,3 +141,49 @@ def arrow_cells(data: bytes, columns: int, positions: list[int]) -> list[pa.Arra
     except pa.ArrowInvalid:
         return None
     return [table.column(name).combine_chunks() for name in wanted]
+
+
+class Source:
+    """The bytes of a CSV file (after a leading byte order mark), read block by block, with
+    the line number and data row number reached."""
+
+    def __init__(self, path: str, f):
+        self.path, self.f = path, f
+        self.buf = f.read(READ_BYTES)
+        self.eof = not self.buf
+        if self.buf.startswith(BOM):
+            self.buf = self.buf[len(BOM) :]
+        self.pos = 0
+        self.line = 1  # the line buf[pos] is on
+        self.row = 0  # data rows read so far (the header is row 0)
+
+    def read(self) -> bool:
+        """Reads another block onto the unread bytes; False at the end of the file."""
+        if self.eof:
+            return False
+        part = self.f.read(READ_BYTES)
+        if not part:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos :] + part
+        self.pos = 0
+        return True
+
+    def lines(self) -> Iterator[str]:
+        """The next lines, decoded one by one and consumed (the exact path)."""
+        while True:
+            if self.pos >= len(self.buf) and not self.read():
+                return
+            match = _LINES.match(self.buf, self.pos)
+            raw = match.group()
+            if match.end() == len(self.buf) and not raw.endswith(b"\n") and self.read():
+                continue  # the line (or its \r\n) may go on in the next block
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(
+                    f"{self.path}: line {self.line}: not UTF-8 text ({e.reason})"
+                ) from None
+            self.pos = match.end()
+            self.line += 1
+            yield text

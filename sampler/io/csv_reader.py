@@ -4,8 +4,17 @@ Blank lines are skipped. A quoted cell may hold line breaks, but broken quoting 
 naming the line where the record (and its open quote) starts: a quote left open at the end of
 the file, text after a closing quote, a record spanning more than MAX_RECORD_LINES lines, or a
 multi-line record with the wrong number of cells (an unterminated quote that swallowed the rows
-after it). Numbers are parsed with Python's `float` / `int` (see
-`sampler.io.readers` for the contract and `sampler.io.writers` for the exact encoding).
+after it). Numbers are parsed as Python's `float` / `int` parse them; a number written finite
+that float32 cannot hold (`3.5e38`: it would become infinite) is a bad row, as is an integer
+past int64 (see `sampler.io.readers` for the contract and `sampler.io.writers` for the exact
+encoding).
+
+Reading is by columns: blocks of the file cut at record boundaries are parsed by Arrow's CSV
+reader (`csv_blocks`), batches of cells converted by Arrow compute (vector cells split on `;`).
+A block Arrow might read differently from Python's csv module, or with a record of the wrong
+number of cells, is read by the exact path (Python's csv module, line by line); so is a batch
+with a bad cell, or a cell Arrow's number parsers might read differently, which then reports
+each bad row with its row and line exactly as before.
 """
 
 from __future__ import annotations
@@ -113,59 +122,13 @@ class _Batcher:
             yield table
 
 
-class _Source:
-    """The bytes of a CSV file (after a leading byte order mark), read block by block, with
-    the line number and data row number reached."""
-
-    def __init__(self, path: str, f):
-        self.path, self.f = path, f
-        self.buf = f.read(csv_blocks.READ_BYTES)
-        self.eof = not self.buf
-        if self.buf.startswith(csv_blocks.BOM):
-            self.buf = self.buf[len(csv_blocks.BOM) :]
-        self.pos = 0
-        self.line = 1  # the line buf[pos] is on
-        self.row = 0  # data rows read so far (the header is row 0)
-
-    def read(self) -> bool:
-        """Reads another block onto the unread bytes; False at the end of the file."""
-        if self.eof:
-            return False
-        part = self.f.read(csv_blocks.READ_BYTES)
-        if not part:
-            self.eof = True
-            return False
-        self.buf = self.buf[self.pos :] + part
-        self.pos = 0
-        return True
-
-    def lines(self) -> Iterator[str]:
-        """The next lines, decoded one by one and consumed (the exact path)."""
-        while True:
-            if self.pos >= len(self.buf) and not self.read():
-                return
-            match = csv_blocks._LINES.match(self.buf, self.pos)
-            raw = match.group()
-            if match.end() == len(self.buf) and not raw.endswith(b"\n") and self.read():
-                continue  # the line (or its \r\n) may go on in the next block
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(
-                    f"{self.path}: line {self.line}: not UTF-8 text ({e.reason})"
-                ) from None
-            self.pos = match.end()
-            self.line += 1
-            yield text
-
-
 def read_csv(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
     if csv.field_size_limit() < _CSV_FIELD_LIMIT:
         csv.field_size_limit(_CSV_FIELD_LIMIT)  # Long vector cells exceed the 128 KiB default.
     schema = arrow_schema(id_columns, specs)
     wanted = list(schema.names)
     with open_file(path) as raw:
-        source = _Source(path, raw)
+        source = csv_blocks.Source(path, raw)
         lines = source.lines()
         header = next(_csv_records(path, csv.reader(lines, strict=True)), None)
         if header is None:
