@@ -120,7 +120,7 @@ def run_once(node_path: str, edge_path: str, fmt: str) -> tuple[int, float, floa
         f.write("#id\nn0\nn1\nn2\n")
     out = os.path.join(os.path.dirname(folder), "out", f"{os.path.basename(folder)}_{fmt}")
     command = [
-        sys.executable, "-m", "pipelines.sample", "--graph_schema", schema,
+        sys.executable, "-P", "-m", "pipelines.sample", "--graph_schema", schema,
         "--sampling_spec", spec, "--input_seeds", seeds, "--output_samples", f"{out}/s",
         "--runner", "InMemory", "--overwrite",
     ]  # fmt: skip
