@@ -74,8 +74,9 @@ class RecordFramer:
         return UserError(f"{self.path}: record index {index}: {what}")
 
     def _frame(self, need: int, first: int):
-        """Frames up to `need` more records: (absolute starts, lengths, header crcs, data crcs,
-        the error that stops the file or None). Checksums are not compared here."""
+        """Frames up to `need` more records: (their data's file offsets, the CRC32C of each
+        one's data, the error that stops the file or None). Only the header of a record the
+        buffer ends in is checked here; `take` compares the other checksums."""
         starts: list[int] = []
         data_crcs: list[int] = []
         crc, unpack_header, unpack_length = (
