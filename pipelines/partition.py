@@ -269,8 +269,9 @@ def check_output(graph, args, output_dir: str) -> None:
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph)
     owned = owned_outputs(args)
+    files = accounting.input_files(graph)
     accounting.check_output(
-        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True
+        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True, files=files
     )
     accounting.write_manifest(output_dir, owned, inputs)
 

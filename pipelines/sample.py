@@ -276,7 +276,8 @@ def check_output(graph, args: SampleConfig) -> None:
     inputs = accounting.input_folders(graph, args.input_seeds)
     owned = owned_outputs(args)
     flag = "--output_samples"
-    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag)
+    files = accounting.input_files(graph, args.sampling_spec, args.input_seeds)
+    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag, files=files)
     accounting.write_manifest(output_dir, owned, inputs)
 
 
@@ -462,11 +463,15 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     except BaseException:  # a Ctrl-C or a failure: no partial shard stays (as on Beam)
         remove_partial_samples(output_dir, config)
         raise
+    # The same graph issues and --strict as on Beam: a strict failure leaves no completion
+    # marker (schema.pbtxt, run_summary.json).
+    issues = accounting.graph_issues(graph, counters)
+    accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(graph, output_dir, loaded.plan)
     print(f"samples: {config.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
-    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, {})
+    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, issues)
     inputs = accounting.input_folders(graph, config.input_seeds)
     accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 

@@ -76,6 +76,7 @@ def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
         empty = EdgeBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), {})
         shard = build_adjacency(empty)
         shard.features = concat_features([], specs)
+        shard.weights = np.zeros(0, np.float64)  # no edge, no weight: fits any strategy
         return shard
     bases = np.cumsum([0] + [a.num_edges for a in shards[:-1]])
     nodes = np.concatenate([a.nodes for a in shards])
