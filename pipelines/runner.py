@@ -147,10 +147,13 @@ def user_error_message(error: BaseException) -> str | None:
     seen = error
     while seen is not None:
         if isinstance(seen, UserError):
-            return str(seen).splitlines()[0]
+            return _RUNNING.sub("", str(seen).splitlines()[0])
         seen = seen.__cause__ or seen.__context__
     match = _WORKER_USER_ERROR.search(str(error))
-    return match.group("message") if match else None
+    return _RUNNING.sub("", match.group("message")) if match else None
+
+
+_RUNNING = re.compile(r" \[while running '[^']*'\]$")  # Beam's suffix on a worker's error
 
 
 LOGIN_HINT = (
