@@ -13,7 +13,6 @@ import dataclasses
 import numpy as np
 
 from sampler.errors import UserError
-
 from sampler.partition.compact import reduce_narrowed
 from sampler.partition.graph import EdgeShard
 from sampler.partition.layout import Layout
