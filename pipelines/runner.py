@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -11,6 +12,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
@@ -231,6 +233,10 @@ class Interrupt:
         if self.seen:
             os._exit(INTERRUPTED_EXIT)
         self.seen = True
+        # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
+        # whole process group, but not a SIGINT sent to this process alone: end them, else
+        # the runner's cleanup waits for them forever.
+        end_child_processes(signal.SIGTERM)
         raise KeyboardInterrupt
 
     @staticmethod
@@ -249,6 +255,46 @@ class Interrupt:
         if self._saved is not None:
             signal.signal(signal.SIGINT, self._saved)
         return False
+
+
+def child_processes() -> list[int]:
+    """The ids of this process's descendants (Linux /proc; [] where there is none)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def end_child_processes(sig: int, wait_s: float = 0.0) -> None:
+    """Sends `sig` to every descendant; with `wait_s`, then waits that long for them to end
+    and kills what is left (no orphan outlives an interrupted run)."""
+    for pid in child_processes():
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + wait_s
+    while wait_s and child_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if wait_s:
+        for pid in child_processes():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C.
@@ -317,6 +363,7 @@ def run_main(main_fn, argv=None) -> int:
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
             if _was_interrupted(e, interrupt):
                 failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
+                end_child_processes(signal.SIGTERM, wait_s=5.0)
                 print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
                 return INTERRUPTED_EXIT
             message = user_error_message(e)
