@@ -146,9 +146,11 @@ def check_output(
             )
     kept = set(files)
     old = [p for p in owned_files(output_dir, owned, inputs) if _canonical(p) not in kept]
-    existing = old
+    # A manifest alone (left by a refused, failed or interrupted run whose partial output was
+    # removed) is no output: the next run may go ahead without --overwrite.
+    existing = [p for p in old if p.rsplit("/", 1)[-1] != MANIFEST_NAME]
     if dedicated and not existing and not has_scheme(output_dir) and os.path.isdir(output_dir):
-        existing = sorted(os.listdir(output_dir))
+        existing = sorted(n for n in os.listdir(output_dir) if n != MANIFEST_NAME)
     if not existing:
         return
     if not overwrite:
