@@ -23,9 +23,9 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import accounting, cli
+from pipelines import accounting, cli, flags
 from pipelines.resources import resource_lines, run_resources
-from pipelines.runner import new_pipeline, run_main, submit
+from pipelines.runner import new_pipeline, note_output, run_main, submit
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
 from sampler.errors import UserError
 from sampler.partition.assign import METIS_MAX_ADJACENCY
@@ -137,7 +137,7 @@ def parse_args(argv):
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,self_loops,parallel_edges,empty_sets (or all).",
     )
-    return parser.parse_known_args(argv)
+    return flags.parse(parser, argv)
 
 
 def make_config(args, graph) -> PartitionConfig:
@@ -145,17 +145,7 @@ def make_config(args, graph) -> PartitionConfig:
         raise UserError(
             f"--graph_name '{args.graph_name}': use only letters, digits and underscores"
         )
-    if args.num_parts < 1:
-        raise UserError(f"--num_parts must be at least 1, got {args.num_parts}")
-    if args.num_hops < 1:
-        raise UserError(
-            f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
-            "between partitions, so cut edges would be lost)"
-        )
-    if args.seed < 0 or args.num_shards < 1 or args.lp_rounds < 0 or args.lp_cluster_rounds < 0:
-        raise UserError(
-            "--seed, --lp_rounds and --lp_cluster_rounds must be >= 0, --num_shards >= 1"
-        )
+    check_numbers(args)
     split = tuple(parse_split(text, args.seed) for text in args.split)
     names = [ntype for ntype, _ in split]
     if len(set(names)) < len(names):
@@ -203,6 +193,31 @@ def make_config(args, graph) -> PartitionConfig:
     )
 
 
+# Bounds of the count flags (pipelines.flags): the layout tables hold num_parts x num_shards
+# counts per node and edge type, every HALO hop and label propagation round is a stage.
+MAX_PARTS = 4_096
+MAX_PARTITION_SHARDS = 1_024
+MAX_HOPS = 16
+MAX_ROUNDS = 100
+
+
+def check_numbers(args) -> None:
+    """Every count and seed in its range, one line each (before anything is read)."""
+    flags.check_range("--num_parts", args.num_parts, 1, MAX_PARTS)
+    if args.num_hops < 1:
+        raise UserError(
+            f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
+            "between partitions, so cut edges would be lost)"
+        )
+    flags.check_range("--num_hops", args.num_hops, 1, MAX_HOPS)
+    flags.check_seed("--seed", args.seed)
+    flags.check_range("--num_shards", args.num_shards, 1, MAX_PARTITION_SHARDS)
+    flags.check_range("--lp_rounds", args.lp_rounds, 0, MAX_ROUNDS)
+    flags.check_range("--lp_cluster_rounds", args.lp_cluster_rounds, 0, MAX_ROUNDS)
+    flags.check_range("--metis_max_adjacency", args.metis_max_adjacency, 0)
+    flags.check_range("--max_bad_records", args.max_bad_records, 0)
+
+
 @dataclasses.dataclass
 class Construction:
     """A partition pipeline built from the CLI flags but not run yet."""
@@ -239,11 +254,12 @@ def main_body(argv) -> None:
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
+    note_output(output_dir)
     try:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         result.wait_until_finish()
-    except Exception:
-        # A failed run (a full disk, say) leaves no part folder, node id table, DGL config
+    except BaseException:
+        # A failed or interrupted run (a full disk, a Ctrl-C) leaves no part folder, node id table, DGL config
         # or report that could pass for a complete partitioning: only the manifest stays.
         accounting.remove_leftovers(output_dir, owned_outputs(args))
         raise
@@ -289,11 +305,13 @@ def owned_outputs(args) -> list[str]:
 def check_output(graph, args, output_dir: str) -> None:
     """Configuration errors of --output_dir before anything runs (pipelines.accounting); then
     the manifest of the run's files is written (a folder that cannot be written fails here)."""
+    note_output(output_dir)
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph)
     owned = owned_outputs(args)
+    files = accounting.input_files(graph)
     accounting.check_output(
-        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True
+        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True, files=files
     )
     accounting.write_manifest(output_dir, owned, inputs)
 
