@@ -81,6 +81,40 @@ def input_folders(graph, *extra_inputs: str | None) -> list[str]:
     return sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in patterns})
 
 
+def input_files(graph, *extra_inputs: str | None) -> list[str]:
+    """Every input file of a run: the schema, the table files (their patterns expanded) and
+    `extra_inputs` (the spec, the seeds; patterns expanded). A pattern that matches nothing adds
+    nothing (the readers report it)."""
+    patterns = [info.filename for info in graph.node_sets.values() if info.filename]
+    patterns += [info.filename for info in graph.edge_sets.values()]
+    patterns += [p for p in extra_inputs if p]
+    found = {graph.schema_path}
+    for pattern in patterns:
+        shards = re.fullmatch(r"(?P<base>.+)@(?P<count>\d+)", pattern)
+        found.update(_match(shards.group("base") + "-*" if shards else pattern) or [pattern])
+    return sorted(_canonical(p) for p in found if p)
+
+
+def check_inputs_kept(output_dir: str, owned: list[str], files: list[str], flag: str) -> None:
+    """UserError when a file the run writes or deletes (`owned`, COMMON_OUTPUTS, the earlier
+    run's manifest) is one of its input `files`, wherever that lies: a run never replaces or
+    deletes an input (e.g. a schema given as out/schema.pbtxt, the GraphTensor schema's name)."""
+    manifest = _manifest(output_dir)
+    patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
+    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
+    listed = set(manifest.get("files", []))
+    base = _canonical(output_dir)
+    for path in files:
+        if not _inside(path, base) or path == base:
+            continue
+        rel = path[len(base.rstrip("/")) + 1 :]
+        if rel in listed or matcher.fullmatch(rel):
+            raise UserError(
+                f"{flag} {output_dir}: the run would replace its input {path}; write the output"
+                " somewhere else"
+            )
+
+
 def check_output(
     output_dir: str,
     owned: list[str],
@@ -88,6 +122,7 @@ def check_output(
     overwrite: bool,
     flag: str,
     dedicated: bool = False,
+    files: list[str] = (),
 ) -> None:
     """Before the pipeline starts: the output and the inputs do not overlap, no old run is there.
 
@@ -95,8 +130,10 @@ def check_output(
     writes. With `dedicated` (a folder only this run writes, e.g. a partition folder), any
     content counts as existing output. With `overwrite` only files this project wrote are
     deleted: those the manifest of the earlier run lists or its patterns match, and those this
-    run's `owned` patterns match; never anything inside an input folder.
+    run's `owned` patterns match; never anything inside an input folder, and never one of the
+    input `files` (input_files): a run that would write one is refused (check_inputs_kept).
     """
+    check_inputs_kept(output_dir, owned, list(files), flag)
     for folder in inputs:
         if _inside(output_dir, folder):
             raise UserError(
@@ -108,10 +145,13 @@ def check_output(
                 f"{flag} {output_dir}: the output folder contains the input folder {folder}; "
                 "write it somewhere else"
             )
-    old = owned_files(output_dir, owned, inputs)
-    existing = old
+    kept = set(files)
+    old = [p for p in owned_files(output_dir, owned, inputs) if _canonical(p) not in kept]
+    # A manifest alone (left by a refused, failed or interrupted run whose partial output was
+    # removed) is no output: the next run may go ahead without --overwrite.
+    existing = [p for p in old if p.rsplit("/", 1)[-1] != MANIFEST_NAME]
     if dedicated and not existing and not has_scheme(output_dir) and os.path.isdir(output_dir):
-        existing = sorted(os.listdir(output_dir))
+        existing = sorted(n for n in os.listdir(output_dir) if n != MANIFEST_NAME)
     if not existing:
         return
     if not overwrite:

@@ -1,4 +1,5 @@
-"""The CLIs' main wrapper, without Beam: one-line user errors, worker logs, GCP credentials.
+"""The CLIs' main wrapper, without Beam: one-line user errors, Ctrl-C, worker logs, GCP
+credentials.
 
 pipelines/runner.py re-exports all of it; a CLI run that needs no Beam (pipelines.partition
 --runner InMemory) imports this module alone.
@@ -6,11 +7,16 @@ pipelines/runner.py re-exports all of it; a CLI run that needs no Beam (pipeline
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import shutil
+import signal
 import sys
 import tempfile
+import threading
+import time
 
 from sampler.errors import UserError
 
@@ -22,10 +28,13 @@ def user_error_message(error: BaseException) -> str | None:
     seen = error
     while seen is not None:
         if isinstance(seen, UserError):
-            return str(seen).splitlines()[0]
+            return _RUNNING.sub("", str(seen).splitlines()[0])
         seen = seen.__cause__ or seen.__context__
     match = _WORKER_USER_ERROR.search(str(error))
-    return match.group("message") if match else None
+    return _RUNNING.sub("", match.group("message")) if match else None
+
+
+_RUNNING = re.compile(r" \[while running '[^']*'\]$")  # Beam's suffix on a worker's error
 
 
 LOGIN_HINT = (
@@ -64,10 +73,12 @@ def check_gcp_credentials(argv: list[str]) -> None:
 
 
 # Where local SDK workers' logs arrive: multi-process workers send every record, with its
-# stack trace, through the job service's logger; in-process workers log under runners.worker.
+# stack trace, through the job service's logger; in-process workers log under runners.worker;
+# the runner logs there the errors of closing worker processes that already ended (a Ctrl-C).
 WORKER_LOGGERS = (
     "apache_beam.runners.portability.local_job_service",
     "apache_beam.runners.worker",
+    "apache_beam.runners.portability.fn_api_runner.worker_handlers",
 )
 
 
@@ -76,8 +87,146 @@ def worker_log_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"beam_graph_workers_{os.getpid()}.log")
 
 
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+class Interrupt:
+    """SIGINT (Ctrl-C) while a CLI runs: the first one raises KeyboardInterrupt in the main
+    thread (the CLIs remove their partial output as for any failed run, then run_main prints
+    one line and returns 130); a second one, while that cleanup runs, exits at once."""
+
+    def __init__(self):
+        self.seen = False
+        self._saved = None
+
+    def __enter__(self):
+        self._saved_hook = threading.excepthook
+        threading.excepthook = self._thread_error
+        try:
+            self._saved = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread: leave Python's own handler
+            self._saved = None
+        return self
+
+    def _on_sigint(self, signum, frame):
+        if self.seen:
+            os._exit(INTERRUPTED_EXIT)
+        self.seen = True
+        # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
+        # whole process group, but not a SIGINT sent to this process alone: end them, else
+        # the runner's cleanup waits for them forever.
+        end_child_processes(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    @staticmethod
+    def _thread_error(args):
+        """An error that ends one of the runner's threads (e.g. its worker processes ended by the
+        same Ctrl-C) goes to the worker log, not stderr: the main thread reports the run's."""
+        if args.exc_type is SystemExit:
+            return
+        logging.getLogger(WORKER_LOGGERS[0]).error(
+            "thread %s ended", getattr(args.thread, "name", "?"),
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )  # fmt: skip
+
+    def __exit__(self, *exc):
+        threading.excepthook = self._saved_hook
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
+        return False
+
+
+def child_processes() -> list[int]:
+    """The ids of this process's descendants (Linux /proc; [] where there is none)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def end_child_processes(sig: int, wait_s: float = 0.0) -> None:
+    """Sends `sig` to every descendant; with `wait_s`, then waits that long for them to end
+    and kills what is left (no orphan outlives an interrupted run)."""
+    for pid in child_processes():
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + wait_s
+    while wait_s and child_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if wait_s:
+        for pid in child_processes():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C.
+_OUTPUT = {"folder": None}
+
+
+def note_output(folder: str) -> None:
+    """Names the output folder in run_main's `interrupted` line."""
+    _OUTPUT["folder"] = folder or "."
+
+
+def interrupted_line() -> str:
+    folder = _OUTPUT["folder"]
+    if folder is None:
+        return "interrupted (Ctrl-C); nothing written"
+    return (
+        f"interrupted (Ctrl-C); the run's partial output in {folder} was removed (its manifest"
+        " and any dead letters stay)"
+    )
+
+
+def _was_interrupted(error: BaseException, interrupt: Interrupt) -> bool:
+    """A Ctrl-C, also when a runner re-raised it as another error (e.g. Beam's
+    `RuntimeError: KeyboardInterrupt [while running ...]`)."""
+    if interrupt.seen or isinstance(error, KeyboardInterrupt):
+        return True
+    seen = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+# The local temporary folders of the pipelines this process built (Beam makes one per
+# Pipeline and removes it only when that pipeline runs to its end); run_main removes them.
+_PIPELINE_TEMP_DIRS: list[str] = []
+
+
+def note_pipeline_temp_dir(path: str) -> None:
+    """Registers a pipeline's local temporary folder (pipelines.runner.new_pipeline)."""
+    _PIPELINE_TEMP_DIRS.append(path)
+
+
+def remove_pipeline_temp_dirs() -> None:
+    """Removes the `beam-pipeline-temp*` folders of the pipelines new_pipeline built."""
+    while _PIPELINE_TEMP_DIRS:
+        shutil.rmtree(_PIPELINE_TEMP_DIRS.pop(), ignore_errors=True)
+
+
 def run_main(main_fn, argv=None) -> int:
-    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2.
+    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2, a Ctrl-C one
+    line and exit code 130 (the CLI bodies remove their partial output on any exception).
 
     Local workers' logs (with their tracebacks) go to worker_log_path(), never to stderr; the
     file is kept, and named in the error line, when the run fails, else removed.
@@ -100,26 +249,34 @@ def run_main(main_fn, argv=None) -> int:
     if os.path.exists(log_path):
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        check_gcp_credentials(argv)
-        main_fn(argv)
-        failed = False
-    except Exception as e:  # noqa: BLE001 - user errors become one line, the rest re-raise
-        message = user_error_message(e)
-        handler.flush()
-        logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
-        if message is None:
-            if logged:
-                print(f"worker logs: {log_path}", file=sys.stderr)
-            raise
-        where = f" (worker logs: {log_path})" if logged else ""
-        print(f"error: {message}{where}", file=sys.stderr)
-        return 2
-    finally:
-        for logger, propagate in saved:
-            logger.removeHandler(handler)
-            logger.propagate = propagate
-        handler.close()
-        if os.path.exists(log_path) and (not failed or not os.path.getsize(log_path)):
-            os.remove(log_path)
+    _OUTPUT["folder"] = None
+    with Interrupt() as interrupt:
+        try:
+            check_gcp_credentials(argv)
+            main_fn(argv)
+            failed = False
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
+            if _was_interrupted(e, interrupt):
+                failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
+                end_child_processes(signal.SIGTERM, wait_s=5.0)
+                print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
+                return INTERRUPTED_EXIT
+            message = user_error_message(e)
+            handler.flush()
+            logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
+            if message is None:
+                if logged:
+                    print(f"worker logs: {log_path}", file=sys.stderr)
+                raise
+            where = f" (worker logs: {log_path})" if logged else ""
+            print(f"error: {message}{where}", file=sys.stderr)
+            return 2
+        finally:
+            for logger, propagate in saved:
+                logger.removeHandler(handler)
+                logger.propagate = propagate
+            handler.close()
+            if os.path.exists(log_path) and (not failed or not os.path.getsize(log_path)):
+                os.remove(log_path)
+            remove_pipeline_temp_dirs()
     return 0

@@ -13,10 +13,11 @@ import glob
 import os
 
 import numpy as np
-import tensorflow as tf
 
+from pipelines import cli
 from pipelines import sample as sample_cli
 from pipelines.runner import run_main
+from sampler.io import tfrecord
 from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.schema import load_graph
 from sampler.tools import synthetic
@@ -24,7 +25,9 @@ from sampler.tools import synthetic
 
 def main_body(argv) -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=cli.guide("demo"),
     )
     parser.add_argument("--output_dir", default="out/demo")
     parser.add_argument("--num_papers", type=int, default=2000)
@@ -50,14 +53,15 @@ def print_contents(schema: str, pattern: str) -> None:
     specs = encode_specs(load_graph(schema).schema)
     sizes: dict[str, list[int]] = {}
     count = 0
-    for path in sorted(glob.glob(pattern)):
-        for record in tf.data.TFRecordDataset(path):
-            subgraph = decode_subgraph(record.numpy(), specs)
-            count += 1
-            for name, rows in subgraph.node_sets.items():
-                sizes.setdefault(f"nodes/{name}", []).append(len(rows.ids))
-            for name, rows in subgraph.edge_sets.items():
-                sizes.setdefault(f"edges/{name}", []).append(len(rows.source))
+    for path in sorted(glob.glob(pattern)):  # the project's TFRecord reader: no TensorFlow
+        with open(path, "rb") as f:
+            for _, record in tfrecord.records(path, f):
+                subgraph = decode_subgraph(record, specs)
+                count += 1
+                for name, rows in subgraph.node_sets.items():
+                    sizes.setdefault(f"nodes/{name}", []).append(len(rows.ids))
+                for name, rows in subgraph.edge_sets.items():
+                    sizes.setdefault(f"edges/{name}", []).append(len(rows.source))
     print(f"read back {count} GraphTensor examples; mean size per subgraph:")
     for name, values in sorted(sizes.items()):
         print(f"  {name:28s} {np.mean(values):8.1f}  (max {max(values)})")

@@ -2,13 +2,15 @@
 
   python -m pipelines.partition --graph_schema G --output_dir OUT --graph_name mag \\
       --num_parts 4 [--part_method random|metis|lp] [--balance_ntypes train_mask] \\
-      [--balance_edges] [--num_hops 1] [--seed 0] [--runner InMemory]
+      [--balance_edges] [--num_hops 1] [--seed 0] [--split paper:0.8,0.1,0.1] \\
+      [--layout dgl|graphstorm] [--labels label] [--runner InMemory]
 
 Writes OUT/<graph_name>.json, OUT/part<i>/{graph,node_feat,edge_feat,orig_nids,orig_eids}.dgl,
-OUT/node_ids/<node set>/*.parquet (#id -> type-wise ids) and OUT/partition_report.json
-(edge cut and balance). No DGL or torch is needed. Every flag this CLI does not define
-goes to Beam's PipelineOptions. With --runner InMemory the same files come from one process
-without Beam (pipelines/partition_in_memory.py), for graphs that fit its memory.
+OUT/node_ids/<node set>/*.parquet (#id -> type-wise ids), OUT/cut_report.json (edge cut
+and balance) and, with --layout graphstorm, OUT/raw_id_mappings/<node set>/part-*.parquet.
+No DGL or torch is needed. Every flag this CLI does not define goes to Beam's
+PipelineOptions. With --runner InMemory the same files come from one process without Beam
+(pipelines/partition_in_memory.py), for graphs that fit its memory.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ import json
 import re
 import time
 
-from pipelines import accounting, partition_in_memory
-from pipelines.cli_main import run_main
+from pipelines import accounting, cli, flags, partition_in_memory
+from pipelines.cli_main import note_output, run_main
 from sampler.beam.partition.config import METHODS, PartitionConfig
 from sampler.errors import UserError
 from sampler.io import files
 from sampler.partition.assign import METIS_MAX_ADJACENCY
 from sampler.partition.graph import GraphTypes
-from sampler.partition.report import REPORT_NAME
+from sampler.partition.output_format import DEFAULT_LABELS, LAYOUTS, RAW_ID_DIR, parse_split
+from sampler.partition.report import LEGACY_REPORT_NAME, REPORT_NAME
 from sampler.schema import load_graph
 
 _GRAPH_NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -36,6 +39,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.partition",
         description=__doc__,
+        epilog=cli.guide("partition"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -63,6 +67,27 @@ def parse_args(argv):
         help="HALO hops: in-edges walked back from each partition's nodes (DGL's num_hops).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Same seed, same output bytes.")
+    parser.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        metavar="NTYPE:TRAIN,VAL,TEST",
+        help="Write train_mask, val_mask and test_mask (1-D int8) for the nodes of NTYPE, "
+        "drawn per node from its id and --seed (e.g. paper:0.8,0.1,0.1); repeat per node set.",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="dgl",
+        help="dgl: DGL's dtypes. graphstorm: what GraphStorm's gconstruct writes (numeric "
+        "features other than --labels and masks as 2-D float32, plus raw_id_mappings/).",
+    )
+    parser.add_argument(
+        "--labels",
+        default=None,
+        help="Comma-separated feature names that are training targets: --layout graphstorm "
+        "keeps them as they are (default: label).",
+    )
     parser.add_argument(
         "--num_shards",
         type=int,
@@ -120,7 +145,7 @@ def parse_args(argv):
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,self_loops,parallel_edges,empty_sets (or all).",
     )
-    return parser.parse_known_args(argv)
+    return flags.parse(parser, argv)
 
 
 def make_config(args, graph) -> PartitionConfig:
@@ -128,19 +153,20 @@ def make_config(args, graph) -> PartitionConfig:
         raise UserError(
             f"--graph_name '{args.graph_name}': use only letters, digits and underscores"
         )
-    if args.num_parts < 1:
-        raise UserError(f"--num_parts must be at least 1, got {args.num_parts}")
-    if args.num_hops < 1:
-        raise UserError(
-            f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
-            "between partitions, so cut edges would be lost)"
-        )
-    if args.seed < 0 or args.num_shards < 1 or args.lp_rounds < 0 or args.lp_cluster_rounds < 0:
-        raise UserError(
-            "--seed, --lp_rounds and --lp_cluster_rounds must be >= 0, --num_shards >= 1"
-        )
+    check_numbers(args)
+    split = tuple(parse_split(text, args.seed) for text in args.split)
+    names = [ntype for ntype, _ in split]
+    if len(set(names)) < len(names):
+        raise UserError(f"--split: node set '{names[0]}' is given more than once")
+    labels = DEFAULT_LABELS if args.labels is None else tuple(args.labels.split(","))
+    types = GraphTypes.from_graph(graph, splits=dict(split), layout=args.layout, labels=labels)
+    if args.labels is not None:
+        features = {n for specs in types.node_features.values() for n in specs}
+        features |= {n for specs in types.edge_features.values() for n in specs}
+        missing = [n for n in labels if n not in features]
+        if missing:
+            raise UserError(f"--labels: no node or edge set has a feature '{missing[0]}'")
     if args.balance_ntypes:
-        types = GraphTypes.from_graph(graph)
         found = False
         for name, specs in types.node_features.items():
             spec = specs.get(args.balance_ntypes)
@@ -169,7 +195,35 @@ def make_config(args, graph) -> PartitionConfig:
         lp_rounds=args.lp_rounds,
         lp_cluster_rounds=args.lp_cluster_rounds,
         metis_max_adjacency=args.metis_max_adjacency,
+        layout=args.layout,
+        split=split,
+        labels=labels,
     )
+
+
+# Bounds of the count flags (pipelines.flags): the layout tables hold num_parts x num_shards
+# counts per node and edge type, every HALO hop and label propagation round is a stage.
+MAX_PARTS = 4_096
+MAX_PARTITION_SHARDS = 1_024
+MAX_HOPS = 16
+MAX_ROUNDS = 100
+
+
+def check_numbers(args) -> None:
+    """Every count and seed in its range, one line each (before anything is read)."""
+    flags.check_range("--num_parts", args.num_parts, 1, MAX_PARTS)
+    if args.num_hops < 1:
+        raise UserError(
+            f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
+            "between partitions, so cut edges would be lost)"
+        )
+    flags.check_range("--num_hops", args.num_hops, 1, MAX_HOPS)
+    flags.check_seed("--seed", args.seed)
+    flags.check_range("--num_shards", args.num_shards, 1, MAX_PARTITION_SHARDS)
+    flags.check_range("--lp_rounds", args.lp_rounds, 0, MAX_ROUNDS)
+    flags.check_range("--lp_cluster_rounds", args.lp_cluster_rounds, 0, MAX_ROUNDS)
+    flags.check_range("--metis_max_adjacency", args.metis_max_adjacency, 0)
+    flags.check_range("--max_bad_records", args.max_bad_records, 0)
 
 
 @dataclasses.dataclass
@@ -195,8 +249,7 @@ def construct(argv) -> Construction:
 
     args, beam_args = parse_args(argv)
     graph = load_graph(args.graph_schema)
-    config = make_config(args, graph)
-    GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
+    config = make_config(args, graph)  # type-name and feature-name checks before running
     output_dir = args.output_dir.rstrip("/")
     pipeline = new_pipeline(beam_args, args.runner)
     partition = pipeline | "Partition" >> PartitionGraph(
@@ -218,11 +271,12 @@ def main_body(argv) -> None:
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
+    note_output(output_dir)
     try:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         result.wait_until_finish()
-    except Exception:
-        # A failed run (a full disk, say) leaves no part folder, node id table, DGL config
+    except BaseException:
+        # A failed or interrupted run (a full disk, a Ctrl-C) leaves no part folder, node id table, DGL config
         # or report that could pass for a complete partitioning: only the manifest stays.
         accounting.remove_leftovers(output_dir, owned_outputs(args))
         raise
@@ -260,17 +314,21 @@ def owned_outputs(args) -> list[str]:
         re.escape(REPORT_NAME),
         r"part\d+/(graph|node_feat|edge_feat|orig_nids|orig_eids)\.dgl",
         r"node_ids/[^/]+/[^/]+-\d{5}-of-\d{5}\.parquet",
+        re.escape(RAW_ID_DIR) + r"/[^/]+/part-\d{5}\.parquet",
+        re.escape(LEGACY_REPORT_NAME),  # an earlier version's report
     ]
 
 
 def check_output(graph, args, output_dir: str) -> None:
     """Configuration errors of --output_dir before anything runs (pipelines.accounting); then
     the manifest of the run's files is written (a folder that cannot be written fails here)."""
+    note_output(output_dir)
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph)
     owned = owned_outputs(args)
+    input_files = accounting.input_files(graph)
     accounting.check_output(
-        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True
+        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True, files=input_files
     )
     accounting.write_manifest(output_dir, owned, inputs)
 

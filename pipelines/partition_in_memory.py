@@ -17,7 +17,6 @@ from pipelines import accounting
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.partition import in_memory
-from sampler.partition.graph import GraphTypes
 from sampler.partition.report import REPORT_NAME
 from sampler.schema import load_graph
 
@@ -84,8 +83,7 @@ def main(argv, args, beam_args, start: float) -> None:
             "(see python -m pipelines.partition --help)"
         )
     graph = load_graph(args.graph_schema)
-    config = cli.make_config(args, graph)
-    GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
+    config = cli.make_config(args, graph)  # type-name and feature-name checks before running
     need, budget = check_memory(graph, args.memory_mb)
     output_dir = args.output_dir.rstrip("/")
     cli.check_output(graph, args, output_dir)

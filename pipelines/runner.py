@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
@@ -10,20 +11,37 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import dofn_specs, option_views, resources, streamed_inputs
+from pipelines import (
+    cli_main,
+    dofn_specs,
+    option_views,
+    resources,
+    sdk_fork_server,
+    streamed_inputs,
+)
 from pipelines.cli_main import (  # noqa: F401 - Beam-free, re-exported for the CLIs
+    INTERRUPTED_EXIT,
     LOGIN_HINT,
     WORKER_LOGGERS,
+    Interrupt,
     check_gcp_credentials,
+    child_processes,
+    end_child_processes,
+    interrupted_line,
     needs_gcp,
+    note_output,
+    remove_pipeline_temp_dirs,
     run_main,
     user_error_message,
     worker_log_path,
 )
+from pipelines.flags import MAX_OUTPUT_SHARDS
 from sampler.errors import UserError
 from sampler.partition import adjacency_cache
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
+FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 
 def make_runner(name: str | None):
@@ -55,16 +73,28 @@ class LocalRunner(FnApiRunner):
 
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
-        self.worker_processes = False
-        for environment in pipeline_proto.components.environments.values():
-            if environment.urn == python_urns.SUBPROCESS_SDK:
-                environment.payload += redirect
-                self.worker_processes = True
+        subprocess_sdks = [
+            environment
+            for environment in pipeline_proto.components.environments.values()
+            if environment.urn == python_urns.SUBPROCESS_SDK
+        ]
+        self.worker_processes = bool(subprocess_sdks)
+        fork_server = None
+        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
+            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
+        for environment in subprocess_sdks:
+            if fork_server is not None:
+                environment.payload = fork_server.worker_command().encode()
+            environment.payload += redirect
         self.pipeline_proto = pipeline_proto
         streamed_inputs.install()  # bounded messages to worker processes
         adjacency_cache.clear()  # this run's label propagation shards only
-        with resources.count_run() as self.counts:
-            return super().run_via_runner_api(pipeline_proto, options)
+        try:
+            with resources.count_run() as self.counts:
+                return super().run_via_runner_api(pipeline_proto, options)
+        finally:
+            if fork_server is not None:
+                fork_server.stop()
 
 
 def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:
@@ -76,7 +106,11 @@ def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOption
 def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     """The pipeline a CLI builds its stages on: `runner` (make_runner), Beam's options from
     every flag the CLI did not take itself."""
-    return beam.Pipeline(runner=make_runner(runner), options=pipeline_options(beam_args, runner))
+    pipeline = beam.Pipeline(
+        runner=make_runner(runner), options=pipeline_options(beam_args, runner)
+    )
+    cli_main.note_pipeline_temp_dir(pipeline.local_tempdir)  # run_main removes it
+    return pipeline
 
 
 def submit(pipeline: beam.Pipeline):
@@ -116,7 +150,10 @@ def output_shards(pattern: str) -> tuple[str, int, str | None]:
         )
     if match:
         count = int(match.group("count"))
-        if count < 1:
-            raise UserError(f"--output_samples {pattern}: the shard count must be at least 1")
+        if not 1 <= count <= MAX_OUTPUT_SHARDS:
+            raise UserError(
+                f"--output_samples {pattern}: the shard count must be between 1 and "
+                f"{MAX_OUTPUT_SHARDS:,}"
+            )
         return match.group("base"), count, None
     return pattern, 1, ""

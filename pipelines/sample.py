@@ -24,10 +24,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
-from pipelines import accounting, sample_in_memory
+from pipelines import accounting, cli, flags, sample_in_memory
 from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
 from pipelines.resources import resource_lines, run_resources
-from pipelines.runner import new_pipeline, output_shards, run_main, submit
+from pipelines.runner import new_pipeline, note_output, output_shards, run_main, submit
 from sampler.beam.sample.graph_tensors import SHARDED_LINKS, SamplingOptions, sample_graph_tensors
 from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
@@ -42,7 +42,10 @@ from sampler.tools.placement_cost import process_gb
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m pipelines.sample",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=cli.guide("sample"),
     )
     parser.add_argument(
         "--graph_schema", required=True, help="GraphSchema pbtxt, or a directory holding one."
@@ -69,7 +72,7 @@ def make_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="Link prediction: K examples with label 0 per seed edge, each with a uniformly"
-        " random target from the target node set (see README 'Link prediction').",
+        " random target from the target node set (see docs/link-prediction.md).",
     )
     parser.add_argument(
         "--keep_seed_edges",
@@ -134,7 +137,7 @@ def make_parser() -> argparse.ArgumentParser:
         default="",
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,missing_seeds,self_loops,parallel_edges,empty_sets"
-        " (or all). See README 'When things go wrong'.",
+        " (or all). See docs/troubleshooting.md.",
     )
     return parser
 
@@ -164,8 +167,9 @@ class SampleConfig:
 
 
 def parse_args(argv) -> tuple[SampleConfig, list[str]]:
-    """(this CLI's flags, the rest: Beam's PipelineOptions)."""
-    args, beam_args = make_parser().parse_known_args(argv)
+    """(this CLI's flags, the rest: Beam's PipelineOptions); a flag that neither defines is a
+    UserError (pipelines.flags)."""
+    args, beam_args = flags.parse(make_parser(), argv)
     return SampleConfig(**vars(args)), beam_args
 
 
@@ -180,9 +184,10 @@ class Loaded:
 
 
 def load(argv, check_outputs: bool = True) -> Loaded:
-    """Parses `argv` once, loads the schema and plan once, validates: schema and spec errors
-    first, then the output (unless not `check_outputs`: a dry run), then the numbers."""
+    """Parses `argv` once, loads the schema and plan once, validates: the numbers first, then
+    schema and spec errors, then the output (unless not `check_outputs`: a dry run)."""
     config, beam_args = parse_args(argv)
+    check_numbers(config)
     graph = load_graph(config.graph_schema)
     plan = make_plan(
         graph,
@@ -193,9 +198,23 @@ def load(argv, check_outputs: bool = True) -> Loaded:
     check_link_flags(plan, config)
     if check_outputs:
         check_output(graph, config)
-    if config.seed < 0 or config.num_shards < 1 or config.num_buckets < 1:
-        raise UserError("--seed must be >= 0, --num_shards and --num_buckets >= 1")
     return Loaded(config, beam_args, graph, plan)
+
+
+def check_numbers(config: SampleConfig) -> None:
+    """Every count, size and seed in its range (pipelines.flags), in one line each."""
+    flags.check_seed("--seed", config.seed)
+    flags.check_range("--num_shards", config.num_shards, 1, flags.MAX_NODE_SHARDS)
+    flags.check_range("--num_buckets", config.num_buckets, 1, flags.MAX_NODE_SHARDS)
+    flags.check_range("--negatives_per_seed", config.negatives_per_seed, 0, MAX_NEGATIVES)
+    flags.check_range("--max_bad_records", config.max_bad_records, 0)
+    flags.check_positive("--worker_memory_mb", config.worker_memory_mb)
+    flags.check_range("--progress_interval", config.progress_interval, 0.0)
+    output_shards(config.output_samples)  # its shard count: 1..flags.MAX_OUTPUT_SHARDS
+
+
+# Each negative is a whole subgraph: more than this per seed is not a training set.
+MAX_NEGATIVES = 1_000
 
 
 def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
@@ -206,15 +225,14 @@ def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
                 "--negatives_per_seed and --keep_seed_edges need a symmetric_link_seed_op"
             )
         return
-    if config.negatives_per_seed < 0:
-        raise UserError("--negatives_per_seed must be >= 0")
     if config.graph_placement == "sharded":
         raise UserError(SHARDED_LINKS)
 
 
-def build(pipeline, graph, plan, config: SampleConfig):
+def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = None):
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
-    entry point's code path); returns the PCollection of RecordBatches."""
+    entry point's code path); returns the PCollection of RecordBatches. `temp_dir`: the run's
+    temporary folder (the `worker` placement's graph snapshot goes there)."""
     options = SamplingOptions(
         Randomness(config.seed),
         placement(graph, config, plan),
@@ -224,6 +242,7 @@ def build(pipeline, graph, plan, config: SampleConfig):
         config.max_bad_records,
         config.negatives_per_seed,
         config.keep_seed_edges,
+        temp_dir,
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
@@ -255,11 +274,13 @@ def check_output(graph, args: SampleConfig) -> None:
     """Configuration errors of the output, before anything runs (pipelines.accounting); then
     the manifest of the run's files is written (a folder that cannot be written fails here)."""
     output_dir = output_dir_of(args.output_samples)
+    note_output(output_dir)
     accounting.parse_strict(args.strict)
     inputs = accounting.input_folders(graph, args.input_seeds)
     owned = owned_outputs(args)
     flag = "--output_samples"
-    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag)
+    files = accounting.input_files(graph, args.sampling_spec, args.input_seeds)
+    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag, files=files)
     accounting.write_manifest(output_dir, owned, inputs)
 
 
@@ -344,8 +365,10 @@ def construct_loaded(loaded: Loaded) -> Construction:
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     pipeline = new_pipeline(loaded.beam_args, config.runner)
-    batches = build(pipeline, graph, loaded.plan, config)
     temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    local = "://" not in temp_dir
+    snapshots = FileSystems.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
+    batches = build(pipeline, graph, loaded.plan, config, snapshots)
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
     _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
     return Construction(pipeline, graph, output_dir, config.output_samples, temp_dir)
@@ -359,14 +382,15 @@ def main_body(argv) -> None:
         main_in_memory(loaded, start)
         return
     job = construct_loaded(loaded)
+    note_output(job.output_dir)
     try:
         with Progress(config.progress_interval) as progress:
             result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
             progress.result = result  # a remote job returns at once: poll its counters
             result.wait_until_finish()
-    except Exception:
-        # A failed run (a full disk while concatenating, say) leaves no shard that could pass
-        # for a complete output; the dead letters stay.
+    except BaseException:
+        # A failed or interrupted run (a full disk while concatenating, a Ctrl-C) leaves no
+        # shard that could pass for a complete output; the dead letters stay.
         remove_partial_samples(job.output_dir, config)
         raise
     finally:
@@ -438,12 +462,21 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
-    counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
+    note_output(output_dir)
+    try:
+        counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
+    except BaseException:  # a Ctrl-C or a failure: no partial shard stays (as on Beam)
+        remove_partial_samples(output_dir, config)
+        raise
+    # The same graph issues and --strict as on Beam: a strict failure leaves no completion
+    # marker (schema.pbtxt, run_summary.json).
+    issues = accounting.graph_issues(graph, counters)
+    accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(graph, output_dir, loaded.plan)
     print(f"samples: {config.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
-    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, {})
+    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, issues)
     inputs = accounting.input_folders(graph, config.input_seeds)
     accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 

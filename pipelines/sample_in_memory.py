@@ -9,8 +9,12 @@ from __future__ import annotations
 import collections
 import time
 
+import numpy as np
+
 from pipelines import accounting
 from pipelines.runner import output_shards
+from sampler.arrays import expand_ranges
+from sampler.graph_checks import edge_shape_counts
 from sampler.io import tfrecord
 from sampler.io.files import create_file, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
@@ -34,12 +38,13 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     if plan.link is not None:
         return _run_links(args, graph, plan, node_tables, adjacency, start)
     mem = densify(graph, node_tables, adjacency)
+    facts = graph_facts(graph, node_tables, adjacency, mem)
     if args.input_seeds:
         seed_ids = read_seed_ids(args.input_seeds)
     else:
         seed_ids = mem.node_tables[plan.seed_set].rows.ids
     seeds = make_seeds(seed_ids)
-    counters = collections.Counter(seeds_in=len(seeds))
+    counters = collections.Counter(seeds_in=len(seeds), **facts)
     if args.input_seeds:
         node_fps = mem.node_tables[plan.seed_set].rows.fp
         rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
@@ -49,6 +54,29 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     _write(args, subgraphs, encode_specs(graph.schema))
     counters["seconds"] = round(time.time() - start, 1)
     return counters
+
+
+def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
+    """The counters from which pipelines.accounting.graph_issues finds a graph's issues, as the
+    Beam runner counts them (sampler.beam.read, the placements' GraphFacts): rows read per
+    table, duplicate node ids, edges with a missing endpoint (dropped), self-loops and
+    parallel edges (of the edges kept)."""
+    out: dict[str, int] = {}
+    for name, info in graph.node_sets.items():
+        if info.filename:
+            table = node_tables[name]
+            out[f"rows_read/{name}"] = len(table.rows.ids) + table.duplicates
+            out[f"duplicate_node_ids/{name}"] = table.duplicates
+    for name, info in graph.edge_sets.items():
+        out[f"rows_read/{name}"] = adjacency[name].num_edges
+        out[f"edges_with_missing_endpoint/{name}"] = mem.dropped_edges.get(name, 0)
+        adj = mem.adjacency[name]
+        src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+        dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+        loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+        out[f"self_loops/{name}"] = loops
+        out[f"parallel_edges/{name}"] = parallel
+    return {k: v for k, v in out.items() if v or k.startswith("rows_read/")}
 
 
 def _write(args, subgraphs, specs) -> None:
@@ -78,7 +106,9 @@ def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.
         pairs = link.edge_pairs(adjacency[plan.link.edge_set])
     seeds = link.make_link_seeds(*pairs)
     mem = densify(graph, node_tables, adjacency)
-    counters = collections.Counter(seeds_in=len(seeds))
+    counters = collections.Counter(
+        seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem)
+    )
     subgraphs = link.sample_links_in_memory(
         graph,
         plan,

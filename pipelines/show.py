@@ -18,16 +18,18 @@ import argparse
 
 import numpy as np
 
+from pipelines import cli
 from pipelines.toolkit import ToolFailure, run_tool
 from sampler.sample.subgraph import Subgraph
 from sampler.tools import render
-from sampler.tools.sample_stats import default_schema, find_subgraph, load_specs
+from sampler.tools.sample_stats import default_schema, find_subgraph, iter_records, load_specs
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.show",
         description=__doc__,
+        epilog=cli.guide("show"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--samples", required=True, help="A path, glob or base@N pattern.")
@@ -111,6 +113,9 @@ def main_body(argv) -> int:
         if seed_id is None and args.index is not None
         else (0 if seed_id is None else None)
     )
+    if args.index is None and seed_id is None and next(iter_records(args.samples), None) is None:
+        print(f"samples: {args.samples} hold no record (0 subgraphs): nothing to show")
+        return 0  # a finished output with no record is readable: 0 records
     path, in_file, position, subgraph = find_subgraph(args.samples, specs, index, seed_id)
     # The seed is node 0 of its node set: the set whose first id is the seed id.
     seed_set = next(

@@ -29,17 +29,24 @@ import json
 import os
 import sys
 
+from pipelines import cli
 from pipelines.toolkit import human_bytes, run_tool
-from sampler.errors import UserError
 from sampler.partition.stats import find_config, partition_stats
 from sampler.tools import render
-from sampler.tools.sample_stats import SampleSummary, default_schema, iter_subgraphs, load_specs
+from sampler.tools.sample_stats import (
+    SampleSummary,
+    default_schema,
+    iter_subgraphs,
+    load_specs,
+    sample_files,
+)
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.stats",
         description=__doc__,
+        epilog=cli.guide("stats"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
@@ -71,11 +78,11 @@ def sample_report(args) -> int:
         summary.add(subgraph, size, path)
         if args.max_records and summary.count >= args.max_records:
             break
-    if summary.count == 0:
-        raise UserError(f"--samples {args.samples}: the files hold no records")
     first = args.samples.rsplit("/", 1)[0] if "/" in args.samples else "."
     out_dir = args.output_dir or os.path.join(first, "stats")
     os.makedirs(out_dir, exist_ok=True)
+    if summary.count == 0:  # a finished output with no record (e.g. no seed): 0 subgraphs
+        return empty_sample_report(args, schema, out_dir)
     data = {"samples": args.samples, "schema": schema, **summary.to_json()}
     json_path = os.path.join(out_dir, "summary.json")
     with open(json_path, "w", encoding="utf-8") as f:
@@ -108,6 +115,19 @@ def sample_report(args) -> int:
         paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out_dir))
         if paths:
             print(f"png:     {len(paths)} histograms in {out_dir} (hist_*.png)")
+    return 0
+
+
+def empty_sample_report(args, schema: str, out_dir: str) -> int:
+    """summary.json and the lines of an output that holds no record."""
+    count_files = len(sample_files(args.samples))
+    data = {"samples": args.samples, "schema": schema, "files": count_files, "count": 0}
+    json_path = os.path.join(out_dir, "summary.json")
+    with open(json_path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    print(f"samples: {args.samples} ({count_files} files, schema {schema})")
+    print("subgraphs: 0 (the files hold no record)")
+    print(f"json:    {json_path}")
     return 0
 
 

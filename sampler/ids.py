@@ -94,6 +94,8 @@ def fingerprint_one(value: bytes | str) -> np.uint64:
 def row_fingerprint(columns: dict[str, np.ndarray], n: int) -> np.ndarray:
     """Content hash of rows across feature columns (numeric or object-of-bytes)."""
     h = np.zeros(n, dtype=np.uint64)
+    if n == 0:  # no rows (a header-only table): nothing to hash, and reshape(0, -1) fails
+        return h
     for name in sorted(columns):
         col = columns[name]
         if col.dtype == object:

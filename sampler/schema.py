@@ -75,7 +75,11 @@ def find_schema_file(path: str) -> str:
 def read_text(path: str) -> str:
     try:
         with files.open_stream(path) as f:
-            return f.read().decode("utf-8")
+            raw = f.read()
+        if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            raise UserError(f"{path}: UTF-16 text (its byte order mark says so); save it as UTF-8")
+        # A UTF-8 byte order mark (written by some Windows editors) is accepted, as in CSV tables.
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except OSError as e:
         raise UserError(f"{path}: cannot read ({e})") from e
     except UnicodeDecodeError as e:

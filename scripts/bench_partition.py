@@ -11,8 +11,10 @@ and `InMemory`, --runner InMemory) and, in the DGL oracle venv (scripts/setup_dg
 tests/oracle/dgl_partition_bench.py, which calls dgl.distributed.partition_graph on the
 same graph. Every run is a child process; its wall time, CPU seconds (user + system of the
 child and its children) and peak RSS (ru_maxrss of the child and its largest child) are
-measured here. The edge cut of DGL's runs is computed here
-from DGL's node assignment over the same edge list. Prints a Markdown table.
+measured here. The edge cut of DGL's runs is computed here from DGL's node assignment over
+the same edge list. Prints a Markdown table, appends one record per run to --out
+(docs/bench_partition.json) and draws them beside it as a PNG (scripts/bench_plots.py:
+docs/bench_partition.png).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sampler.tools import synthetic  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_plots  # noqa: E402
 
 
 def timed(cmd: list[str], log: Path) -> tuple[float, float, float, bool]:
@@ -115,6 +120,8 @@ def main() -> None:
     parser.add_argument(
         "--runners", nargs="*", default=["beam"], help="ours: beam (local runner), InMemory"
     )
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench_partition.json"),
+                        help="JSON records, appended to (and plotted beside it)")  # fmt: skip
     args = parser.parse_args()
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -161,6 +168,28 @@ def main() -> None:
             f"| {tool} | {method} | {parts} | {seconds:.1f} | {cpu:.1f} | {rss:,.0f} | {cut:.3f}"
             f" | {worst:.1%} |"
         )
+    write_records(args, rows)
+
+
+def write_records(args, rows) -> None:
+    """Appends the runs that finished to --out (the format bench_plots.plot_partition reads)."""
+    out = Path(args.out)
+    records = json.loads(out.read_text()) if out.exists() else []
+    machine = {"cores": os.cpu_count(), "python": sys.version.split()[0],
+               "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    tools = {"this stage": "ours", "this stage (InMemory)": "inmemory", "DGL 2.1.0": "dgl"}
+    for tool, method, parts, seconds, cpu, rss, cut, worst in rows:
+        if "failed" in tool:
+            continue
+        records.append({"tool": tools[tool], "method": method,
+                        "papers": args.num_papers, "parts": parts, "num_hops": args.num_hops,
+                        "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
+                        "peak_rss_mb": round(rss),
+                        "edge_cut": round(cut, 4), "worst_imbalance": round(worst, 4),
+                        "command": " ".join(["scripts/bench_partition.py", *sys.argv[1:]]),
+                        "machine": machine})  # fmt: skip
+    out.write_text(json.dumps(records, indent=1) + "\n")
+    bench_plots.plot_file(str(out))
 
 
 def run_ours(args, work: Path, schema: str, runner: str, method: str, parts: int) -> tuple:
@@ -181,7 +210,7 @@ def run_ours(args, work: Path, schema: str, runner: str, method: str, parts: int
     seconds, cpu, rss, ok = timed(cmd, work / f"{name}.log")
     if not ok:
         return (f"{tool} (failed)", method, parts, seconds, cpu, rss, float("nan"), 0)
-    report = json.loads((out / "partition_report.json").read_text())
+    report = json.loads((out / "cut_report.json").read_text())
     worst = max(
         max(b["max_over_mean"] - 1, 1 - b["min_over_mean"]) for b in report["node_balance"].values()
     )

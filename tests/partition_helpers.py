@@ -20,6 +20,7 @@ from pipelines import partition as partition_cli
 from sampler import ids
 from sampler.batches import column_to_numpy
 from sampler.features import feature_specs
+from sampler.partition.report import REPORT_NAME
 
 
 def run_partition(schema: str, out: str, *extra: str) -> None:
@@ -38,7 +39,7 @@ def assert_same_outputs(beam: Path, in_memory: Path) -> None:
     a, b = (sorted(p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_file())
             for d in (beam, in_memory))  # fmt: skip
     assert a == b
-    assert "g.json" in a and "partition_report.json" in a and "run_summary.json" in a
+    assert "g.json" in a and REPORT_NAME in a and "run_summary.json" in a
     for name in a:
         x, y = (beam / name).read_bytes(), (in_memory / name).read_bytes()
         if name == "run_summary.json":

@@ -272,3 +272,24 @@ def test_cli_reports_plan_errors_in_one_line(tmp_path, schema_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:"), err
     assert_names(err[0], "'hop'", "sample_size")
+
+
+@pytest.mark.parametrize("strategy", ["TOP_K", "RANDOM_WEIGHTED", None])
+def test_default_strategy_is_named_only_when_strategy_is_unset(tmp_path, schema_path, strategy):
+    """The proto's default (unset) is TOP_K: only then does the message say so."""
+    message = error_of(tmp_path, schema_path, SEED + op("hop", "seed", "plain", 2, strategy))
+    assert ("(the default when strategy is unset)" in message) == (strategy is None), message
+
+
+def test_link_seed_on_one_node_set_names_it_once(tmp_path, schema_path):
+    """A link seed op on `cites` (paper -> paper) yields 'paper' nodes, not 'paper and paper'."""
+    spec_path = tmp_path / "spec.pbtxt"
+    spec_path.write_text(
+        'symmetric_link_seed_op { op_name: "link" }\n' + op("hop", "link", "writes")
+    )
+    graph = load_graph(schema_path)
+    with pytest.raises(UserError) as info:
+        make_plan(graph, load_sampling_spec(str(spec_path)), "edge", "cites")
+    message = str(info.value)
+    assert "yields 'paper' nodes" in message and "'paper and paper'" not in message, message
+    assert "edge set 'writes' starts at 'author'" in message, message

@@ -124,11 +124,11 @@ def _match_one(pattern: str) -> list[tuple[str, int]]:
     return found
 
 
-def expand_files(pattern: str) -> list[str]:
+def expand_files(pattern: str, allow_empty: bool = False) -> list[str]:
     """The sorted list of files named by a plain path, a glob or a `base@N` shard pattern.
 
-    Raises UserError if a shard of `base@N` is missing, if nothing matches, or if every matching
-    file is empty (0 bytes).
+    Raises UserError if a shard of `base@N` is missing, if nothing matches, or (unless
+    `allow_empty`: e.g. a finished output with no record) if every matching file is empty.
     """
     shards = _SHARD_PATTERN.match(pattern)
     if shards:
@@ -148,7 +148,7 @@ def expand_files(pattern: str) -> list[str]:
         found = _match_one(pattern)
         if not found:
             raise UserError(f"table files '{pattern}': no file matches")
-    if all(size == 0 for _, size in found):
+    if not allow_empty and all(size == 0 for _, size in found):
         raise UserError(f"table files '{pattern}': all matching files are empty (0 bytes)")
     return sorted(path for path, _ in found)
 

@@ -7,8 +7,11 @@
              the Beam jobs of sampler/beam/partition/
   dgl_format.py, dgl_read.py  DGL's binary files, written and read (docs/DGL_FORMAT.md)
   layout.py  DGL's reshuffled id spaces, one partition's graph.dgl / feature files, the JSON
-  report.py  edge cut and balance
-  write_files.py  the files of both runners: parts, node id tables, the JSON and the report
+  output_format.py  what the files hold for their consumer: --layout dgl|graphstorm, masks
+             and --split, GraphStorm's raw id mappings
+  report.py  edge cut and balance (cut_report.json)
+  write_files.py  the files of both runners: parts, node id tables, raw id mappings, the JSON
+             and the report
   in_memory.py, in_memory_lp.py  the whole stage in one process without Beam (--runner InMemory)
 
 `sampler/beam/partition/` wraps them in PTransforms; `pipelines/partition.py` is the CLI.

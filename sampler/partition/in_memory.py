@@ -110,7 +110,9 @@ def read_graph(
         parts = [b for b in batches.pop(name) if len(b)]
         if not parts:
             continue
-        shard = build_node_shard(t, SHARD, parts, types.node_features[name], name)
+        shard = build_node_shard(
+            t, SHARD, parts, types.table_features(name), name, types.splits.get(name)
+        )
         if graph.node_sets[name].filename:
             counters.inc(f"duplicate_node_ids/{name}", sum(len(b) for b in parts) - len(shard))
         nodes[t] = shard
@@ -340,8 +342,9 @@ def write_partitions(
 
 
 def write_node_ids(types: GraphTypes, out: str, shard: NodeShard, node, num_shards: int) -> None:
-    """node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet: the rows of every fingerprint
-    range with nodes, as the Beam stage's node shards hold them (a block of the sorted rows)."""
+    """node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet (and, with --layout graphstorm,
+    raw_id_mappings/<node set>/part-SSSSS.parquet): the rows of every fingerprint range with
+    nodes, as the Beam stage's node shards hold them (a block of the sorted rows)."""
     name = types.ntypes[shard.ntype]
     of_row = range_shard(shard.rows.fp, num_shards)
     bounds = np.searchsorted(of_row, np.arange(num_shards + 1))
@@ -354,8 +357,9 @@ def write_node_ids(types: GraphTypes, out: str, shard: NodeShard, node, num_shar
         piece_layout = new_ids.NodeLayout(
             node.ntype, s, node.parts[lo:hi], node.new_id[lo:hi], node.new_tid[lo:hi]
         )
-        path = write_files.node_ids_path(out, name, s, num_shards)
-        write_files.write_node_ids(path, to_parts.node_id_table(piece, piece_layout))
+        table = to_parts.node_id_table(piece, piece_layout)
+        for _ in write_files.write_node_ids(types, out, name, s, num_shards, table):
+            pass
 
 
 def halo_hops(in_edges: dict, pairs: dict, num_hops: int, num_parts: int, counters: Counters):
@@ -387,7 +391,7 @@ def run(graph: GraphInfo, config, output_dir: str, bad_lines: list[str]):
 
     `config` is the Beam stage's PartitionConfig (any object with its fields)."""
     counters = Counters()
-    types = GraphTypes.from_graph(graph)
+    types = config.graph_types(graph)  # with the --split masks and the --layout
     settings = write_files.report_settings(config, types)
     g = read_graph(graph, types, counters, bad_lines)
     classify(g, config.balance_ntypes)

@@ -12,6 +12,7 @@ import dataclasses
 
 import numpy as np
 
+from sampler.errors import UserError
 from sampler.partition.compact import reduce_narrowed
 from sampler.partition.graph import EdgeShard
 from sampler.partition.layout import Layout
@@ -66,8 +67,24 @@ def node_part_counts(ntype: int, shard: int, parts: np.ndarray, shape) -> np.nda
     return counts
 
 
+def check_parts_have_nodes(node_counts: np.ndarray) -> None:
+    """UserError when a partition got no node at all ([T, S, P] counts): more parts than the
+    graph has nodes, or a method that left parts empty. Raised before anything is written."""
+    per_part = node_counts.sum(axis=(0, 1))
+    empty = np.flatnonzero(per_part == 0).tolist()
+    if empty:
+        num_parts = len(per_part)
+        shown = ", ".join(map(str, empty[:3])) + (", ..." if len(empty) > 3 else "")
+        raise UserError(
+            f"--num_parts {num_parts}: partitions {shown} got no node ({len(empty)} of"
+            f" {num_parts}; the graph has {int(per_part.sum()):,} nodes); use fewer parts"
+        )
+
+
 def node_layout(ntype: int, shard: int, parts: np.ndarray, node_counts: np.ndarray) -> NodeLayout:
-    """New ids of one shard's nodes from the global node count table."""
+    """New ids of one shard's nodes from the global node count table (every part must have a
+    node: check_parts_have_nodes)."""
+    check_parts_have_nodes(node_counts)
     lay = Layout(node_counts, np.zeros((0,) + node_counts.shape[1:], np.int64))
     new_id, new_tid = lay.node_ids(ntype, shard, parts)
     return NodeLayout(ntype, shard, parts, new_id, new_tid)

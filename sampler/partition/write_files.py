@@ -1,5 +1,6 @@
 """The files of the partition stage, written the same way by both runners: each part's DGL
-files, the node id tables, the DGL partition JSON and the report.
+files, the node id tables (and, with --layout graphstorm, the raw id mappings), the DGL
+partition JSON and the report (cut_report.json).
 
 sampler/beam/partition/write.py's DoFns and the in-memory runner (sampler/partition/in_memory.py)
 call these, so an option of the written files reaches both.
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 
 from sampler.errors import UserError
 from sampler.io.files import write_output
-from sampler.partition import classes, layout
+from sampler.partition import classes, layout, output_format
 from sampler.partition.graph import GraphTypes
 from sampler.partition.report import REPORT_NAME, partition_report
 
@@ -30,6 +31,8 @@ def report_settings(config, types: GraphTypes) -> dict:
         "num_hops": config.num_hops,
         "lp_rounds": config.lp_rounds if lp else 0,
         "lp_cluster_rounds": config.lp_cluster_rounds if lp else 0,
+        "layout": config.layout,
+        "split": {t: [s.train, s.val, s.test] for t, s in sorted(types.splits.items())},
         "skipped_features": list(types.skipped_features),
     }
 
@@ -45,10 +48,19 @@ def node_ids_path(out: str, name: str, shard: int, num_shards: int) -> str:
     return f"{out}/node_ids/{name}/{name}-{shard:05d}-of-{num_shards:05d}.parquet"
 
 
-def write_node_ids(path: str, table) -> str:
+def write_node_ids(types: GraphTypes, out: str, name: str, shard: int, num_shards: int, table):
+    """Writes a shard's node id table to node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet
+    and, with --layout graphstorm, its raw id mapping (output_format.raw_id_path); yields the
+    paths written."""
+    path = node_ids_path(out, name, shard, num_shards)
     with write_output(path) as f:
         pq.write_table(table, f)
-    return path
+    yield path
+    if types.layout == "graphstorm":
+        raw = output_format.raw_id_path(out, name, shard)
+        with write_output(raw) as f:
+            pq.write_table(output_format.raw_id_table(table, name), f)
+        yield raw
 
 
 def check_parts(num_parts: int, written) -> None:

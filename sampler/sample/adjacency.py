@@ -76,6 +76,7 @@ def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
         empty = EdgeBatch(np.zeros(0, np.uint64), np.zeros(0, np.uint64), {})
         shard = build_adjacency(empty)
         shard.features = concat_features([], specs)
+        shard.weights = np.zeros(0, np.float64)  # no edge, no weight: fits any strategy
         return shard
     bases = np.cumsum([0] + [a.num_edges for a in shards[:-1]])
     nodes = np.concatenate([a.nodes for a in shards])
@@ -95,8 +96,21 @@ def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
     )
 
 
+def escape_seed_id(node_id: bytes) -> bytes:
+    """A seed id as it appears in sample ids: `%` and `:` percent-escaped (`%25`, `%3A`;
+    `urllib.parse.unquote` undoes it), so that `:<k>` can only be the repeat suffix and no two
+    seeds share a sample id (`p5:1` seeded once, `p5` twice would). Ids without `%` or `:`
+    appear unchanged."""
+    if b"%" in node_id:
+        node_id = node_id.replace(b"%", b"%25")
+    if b":" in node_id:
+        node_id = node_id.replace(b":", b"%3A")
+    return node_id
+
+
 def make_seeds(seed_ids: np.ndarray) -> Seeds:
-    """One seed per occurrence: the k-th repeat of id X gets sample id `X:k` (as TF-GNN does)."""
+    """One seed per occurrence: the k-th repeat of id X gets sample id `X:k` (as TF-GNN does),
+    X escaped (escape_seed_id): every sample id is unique."""
     fp = ids.fingerprint(seed_ids.tolist()) if len(seed_ids) else np.zeros(0, np.uint64)
     order = np.lexsort((fp,))
     fp, seed_ids = fp[order], seed_ids[order]
@@ -106,7 +120,7 @@ def make_seeds(seed_ids: np.ndarray) -> Seeds:
     group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
     occurrence = np.arange(n) - group_start
     sample_ids = [
-        sid if k == 0 else sid + b":" + str(k).encode()
+        escape_seed_id(sid) + (b":" + str(k).encode() if k else b"")
         for sid, k in zip(seed_ids.tolist(), occurrence.tolist(), strict=True)
     ]
     sample_ids = bytes_array(sample_ids)

@@ -140,7 +140,7 @@ def make_plan(
                 raise UserError(f"{where}: input_op_names '{name}' is not defined by an earlier op")
             if edge_set.source not in produces[name]:
                 raise UserError(
-                    f"{where}: input op '{name}' yields '{' and '.join(produces[name])}' nodes"
+                    f"{where}: input op '{name}' yields {_set_names(produces[name])} nodes"
                     f" but edge set '{edge_set.name}' starts at '{edge_set.source}'"
                 )
         if op.sample_size <= 0:
@@ -150,9 +150,10 @@ def make_plan(
         strategy = STRATEGIES[op.strategy]
         if strategy != RANDOM_UNIFORM:
             weight = edge_set.features.get(WEIGHT_FEATURE)
+            unset = "" if op.HasField("strategy") else " (the default when strategy is unset)"
             if weight is None or weight.kind == "bytes" or weight.width != 1:
                 raise UserError(
-                    f"{where}: strategy {strategy} (the default when strategy is unset) needs a"
+                    f"{where}: strategy {strategy}{unset} needs a"
                     f" scalar numeric '{WEIGHT_FEATURE}' feature on edge set '{edge_set.name}'"
                 )
         ops.append(
@@ -169,3 +170,8 @@ def make_plan(
         )
         produces[op.op_name] = (edge_set.target,)
     return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link)
+
+
+def _set_names(names) -> str:
+    """'a' or 'a' and 'b': each node set once (a link seed op on `cites` yields 'paper')."""
+    return " and ".join(f"'{n}'" for n in dict.fromkeys(names))

@@ -1,4 +1,5 @@
-"""Write: new ids, the DGL files of every part, the node id tables, the JSON and the report.
+"""Write: new ids, the DGL files of every part, the node id tables, the JSON and the report
+(output_format.py: --layout graphstorm also writes raw_id_mappings/).
 
 Rows are routed to their parts by sampler/partition/to_parts.py; the files are laid out by
 sampler/partition/layout.py (format: docs/DGL_FORMAT.md).
@@ -66,7 +67,8 @@ class _NodesToParts(beam.DoFn):
 
 
 class _WriteNodeIds(beam.DoFn):
-    """Writes a shard's node id table to node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet."""
+    """Writes a shard's node id table to node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet
+    and, with --layout graphstorm, its raw id mapping (output_format.raw_id_path)."""
 
     def __init__(self, types: GraphTypes, out: str, num_shards: int):
         self._types = types
@@ -76,9 +78,7 @@ class _WriteNodeIds(beam.DoFn):
     def process(self, keyed):
         (t, s), table = keyed
         name = self._types.ntypes[t]
-        yield write_files.write_node_ids(
-            write_files.node_ids_path(self._out, name, s, self._shards), table
-        )
+        yield from write_files.write_node_ids(self._types, self._out, name, s, self._shards, table)
 
 
 class _WritePart(beam.DoFn):
