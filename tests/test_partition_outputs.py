@@ -25,7 +25,7 @@ from sampler.partition.dgl_read import load_tensors
 from sampler.partition.output_format import Split, parse_split, split_masks
 from sampler.protos import tensor_pb2
 from sampler.tools import synthetic
-from tests.partition_helpers import reference_graph, run_partition
+from tests.partition_helpers import assert_same_outputs, reference_graph, run_partition
 
 MASKS = ("train_mask", "val_mask", "test_mask")
 
@@ -209,6 +209,32 @@ def test_split_masks_are_the_same_bytes_on_any_sharding_and_workers(graphs):
     assert sum(report["class_balance"]["paper/train_mask=1"]["counts"]) == int(train.sum())
 
 
+@pytest.mark.parametrize("method", ["random", "lp"])
+def test_in_memory_runner_writes_the_same_graphstorm_files(graphs, tmp_path, method):
+    """--runner InMemory with --layout graphstorm, --split and --balance_ntypes on a mask that
+    --split makes: every file the Beam runner writes, byte for byte (raw_id_mappings/ and
+    cut_report.json included)."""
+    flags = ["--num_parts", "3", "--part_method", method, "--lp_rounds", "2",
+             "--layout", "graphstorm", "--split", "paper:0.8,0.1,0.1",
+             "--balance_ntypes", "train_mask", "--seed", "2", "--num_shards", "3",
+             "--num_hops", "2"]  # fmt: skip
+    run_partition(graphs["sharded"], str(tmp_path / "beam"), *flags)
+    run_partition(graphs["sharded"], str(tmp_path / "mem"), *flags, "--runner", "InMemory")
+    assert_same_outputs(tmp_path / "beam", tmp_path / "mem")
+    mem = tmp_path / "mem"
+    raw = sorted(p.relative_to(mem).as_posix() for p in (mem / "raw_id_mappings").rglob("*"))
+    assert "raw_id_mappings/paper/part-00000.parquet" in raw, raw
+    assert len(pq.read_table(mem / "raw_id_mappings" / "paper")) == 300
+    feats = node_feats(mem, 3)
+    assert feats["paper/train_mask"].dtype == np.int8 and feats["paper/feat"].dtype == np.float32
+    report = json.loads((mem / "cut_report.json").read_text())
+    assert report["layout"] == "graphstorm" and report["split"] == {"paper": [0.8, 0.1, 0.1]}
+    counts = report["class_balance"]["paper/train_mask=1"]["counts"]
+    assert sum(counts) == int(feats["paper/train_mask"].sum())
+    # random deals each class evenly; lp's rounds move nodes within its balance slack.
+    assert max(counts) - min(counts) <= (1 if method == "random" else 0.05 * sum(counts)), counts
+
+
 def folder_files(folder: Path) -> dict[str, bytes]:
     out = {}
     for path in sorted(folder.rglob("*")):
@@ -237,9 +263,10 @@ def test_user_errors_are_one_line(graphs, tmp_path, flags, fragment, capsys):
     assert err[-1].startswith("error: ") and fragment in err[-1], err[-5:]
 
 
-def test_mask_errors_are_one_line(graphs, tmp_path, capsys):
+@pytest.mark.parametrize("runner", [[], ["--runner", "InMemory"]], ids=["beam", "in_memory"])
+def test_mask_errors_are_one_line(graphs, tmp_path, capsys, runner):
     path, graph = graphs["masked"]
-    base = ["--graph_schema", path, "--graph_name", "g", "--num_parts", "2"]
+    base = ["--graph_schema", path, "--graph_name", "g", "--num_parts", "2", *runner]
     argv = [*base, "--output_dir", str(tmp_path / "a"), "--split", "paper:0.8,0.1,0.1"]
     assert partition_cli.main(argv) == 2
     assert "already has a feature test_mask" in capsys.readouterr().err.strip().splitlines()[-1]
@@ -248,7 +275,7 @@ def test_mask_errors_are_one_line(graphs, tmp_path, capsys):
     bad = with_table_masks(bad, {"val_mask": np.arange(60) % 3}, tensor_pb2.DT_INT32)
     bad_path = synthetic.write_graph(bad, str(tmp_path / "bad"), fmt="parquet")
     argv = ["--graph_schema", bad_path, "--graph_name", "g", "--num_parts", "2",
-            "--output_dir", str(tmp_path / "b")]  # fmt: skip
+            "--output_dir", str(tmp_path / "b"), *runner]  # fmt: skip
     assert partition_cli.main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith("error: feature 'paper/val_mask': a mask holds 0 or 1, found 2"), last
@@ -262,7 +289,7 @@ def test_mask_errors_are_one_line(graphs, tmp_path, capsys):
     )
     floaty_path = synthetic.write_graph(floaty, str(tmp_path / "floaty"), fmt="parquet")
     argv = ["--graph_schema", floaty_path, "--graph_name", "g", "--num_parts", "2",
-            "--output_dir", str(tmp_path / "c")]  # fmt: skip
+            "--output_dir", str(tmp_path / "c"), *runner]  # fmt: skip
     assert partition_cli.main(argv) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "must be a scalar integer or boolean" in last, last
