@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import platform
@@ -308,16 +309,25 @@ def _write_lines(lines: list[str], output_dir: str, prefix: str) -> None:
 
 
 def first_bad_records(output_dir: str, count: int = 3) -> list[str]:
-    """'file: row N (line L): reason' of the first dead letters written to `output_dir`."""
+    """'file: row N (line L): reason' of the first `count` dead letters written to
+    `output_dir`, by input file and row: the same lines whatever order the runner wrote them
+    in (Beam's text sink keeps none), holding `count` of them at a time."""
+
+    def letters():
+        for path in _match(_join(output_dir, BAD_RECORDS_GLOB)):
+            with io_files.open_stream(path) as f:
+                for raw in f.read().decode("utf-8").splitlines():
+                    yield raw, json.loads(raw)
+
+    def order(letter):
+        raw, bad = letter
+        row = bad.get("row")
+        return str(bad.get("file")), row if isinstance(row, int) else -1, raw
+
     out = []
-    for path in _match(_join(output_dir, BAD_RECORDS_GLOB)):
-        with io_files.open_stream(path) as f:
-            for raw in f.read().decode("utf-8").splitlines():
-                bad = json.loads(raw)
-                line = f" (line {bad['line']})" if bad.get("line") is not None else ""
-                out.append(f"{bad['file']}: {bad['unit']} {bad['row']}{line}: {bad['reason']}")
-                if len(out) >= count:
-                    return out
+    for _, bad in heapq.nsmallest(count, letters(), key=order):
+        line = f" (line {bad['line']})" if bad.get("line") is not None else ""
+        out.append(f"{bad['file']}: {bad['unit']} {bad['row']}{line}: {bad['reason']}")
     return out
 
 
