@@ -26,7 +26,7 @@ from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import choose
-from sampler.sample.subgraph import Subgraph, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
 
 
@@ -125,6 +125,20 @@ def sample_chunk(
     counters: collections.Counter,
 ) -> Iterator[Subgraph]:
     """Samples the subgraphs of a chunk of seeds (yielded in the order of `seeds`)."""
+    chunk = sample_chunk_columns(graph, plan, dg, seeds, randomness, counters)
+    yield from chunk.subgraphs(counters)
+
+
+def sample_chunk_columns(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: Seeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+) -> SubgraphChunk:
+    """The subgraphs of a chunk of seeds as one SubgraphChunk (samples in the order of
+    `seeds`, less those whose seed is not in the seed node set)."""
     seed_table = dg.nodes[plan.seed_set]
     seed_rows, found = seed_table.lookup(seeds.node)
     counters["seeds_not_in_node_set"] += int((~found).sum())
@@ -158,11 +172,11 @@ def sample_chunk(
         s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
         features = take_features(adj.features, pos)
         edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n))
-    node_rows = {}
-    for name, m in members.items():
-        rows = dg.nodes[name].rows.take(m.row[m.order])
-        node_rows[name] = (rows, m.bounds)
-    yield from slice_subgraphs(seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters)
+    node_rows = {
+        name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
+        for name, m in members.items()
+    }
+    return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
 
 
 def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
