@@ -78,7 +78,8 @@ sampling_ops { op_name: "authors" input_op_names: "seed" edge_set_name: "written
 sampling_ops { op_name: "their_papers" input_op_names: "authors" edge_set_name: "writes"
   sample_size: 4 strategy: RANDOM_UNIFORM }
 EOF
-SEEDS="$WORK/link_seeds.csv"
+mkdir -p "$WORK/inputs"
+SEEDS="$WORK/inputs/link_seeds.csv"
 printf '#source,#target\n' > "$SEEDS"
 for i in $(seq 1 300); do printf 'p%d,p%d\n' "$i" "$(( (i * 7) % 3000 ))" >> "$SEEDS"; done
 

@@ -58,6 +58,12 @@ from sampler.sample.randomness import Randomness, draw
 from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
 
+# The one-line error of a link seed op with --graph_placement sharded (the CLI checks it
+# before building anything, the Beam entry point when it builds).
+SHARDED_LINKS = (
+    "--graph_placement sharded does not support symmetric_link_seed_op yet"
+    " (use topology, whose workers hold the graph without node features, or worker)"
+)
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
 READOUT_TARGET = "_readout/target"

@@ -24,7 +24,7 @@ from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingIn
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
-from sampler.sample.link import LinkSampling
+from sampler.sample.link import SHARDED_LINKS, LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -110,12 +110,6 @@ def sample_graph_tensors(
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     return SampledBatches(batches, bad, rejected)
-
-
-SHARDED_LINKS = (
-    "--graph_placement sharded does not support symmetric_link_seed_op yet"
-    " (use topology, whose workers hold the graph without node features, or worker)"
-)
 
 
 def _link_seeds(root, plan, options, read, bad_records) -> beam.PCollection:
