@@ -20,6 +20,21 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return out[keep]
 
 
+# Above this many possible values a bitmap costs more memory than it saves time.
+_BITMAP_LIMIT = 1 << 27
+
+
+def sorted_unique_below(values: np.ndarray, bound: int) -> np.ndarray:
+    """sorted_unique(values) for non-negative ints below `bound`: by a bitmap of `bound` bits
+    when that is cheaper than sorting (bound small next to the number of values)."""
+    bound = int(bound)
+    if bound > _BITMAP_LIMIT or bound > 16 * len(values) + (1 << 16):
+        return sorted_unique(values)
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    return np.flatnonzero(seen).astype(values.dtype, copy=False)
+
+
 def sorted_unique_index(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(values, return_index=True) (first occurrences) by a stable sort."""
     order = np.argsort(values, kind="stable")

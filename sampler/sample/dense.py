@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.arrays import expand_ranges, sorted_unique
+from sampler.arrays import expand_ranges, sorted_unique_below
 from sampler.batches import Seeds, take_features
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
@@ -82,14 +82,22 @@ def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, 
     return DenseGraph(nodes, dense, dropped)
 
 
+# `_Members.find` through a table of positions when the (sample, row) key space is this small
+# (4 bytes per key), else by binary search.
+_DENSE_FIND_LIMIT = 1 << 23
+
+
 class _Members:
     """The (sample, row) pairs of one node set in a chunk, and their output positions."""
 
     def __init__(self, sample: np.ndarray, row: np.ndarray, n_rows: int, n_samples: int, seed_row):
-        keys = sorted_unique(
-            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64)
+        keys = sorted_unique_below(
+            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64),
+            n_samples * max(n_rows, 1),
         )
         self.n_rows = np.uint64(max(n_rows, 1))
+        self.space = n_samples * max(n_rows, 1)
+        self._dense = None  # output position by key, when the key space is small
         self.keys = keys
         self.sample = (keys // self.n_rows).astype(np.int64)
         self.row = (keys % self.n_rows).astype(np.int64)
@@ -112,6 +120,15 @@ class _Members:
         query = sample.astype(np.uint64) * self.n_rows + row.astype(np.uint64)
         if len(self.keys) == 0:
             return np.zeros(len(query), np.int64), np.zeros(len(query), bool)
+        if self.space <= _DENSE_FIND_LIMIT:
+            if self._dense is None:
+                self._dense = np.full(self.space, -1, np.int32)
+                self._dense[self.keys] = self.local
+            local = self._dense[query].astype(np.int64)
+            found = local >= 0
+            if found.all():
+                return local, found
+        # (a non-member's position is that of the next key, as searchsorted gives it)
         pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
         return self.local[pos], self.keys[pos] == query
 
@@ -220,10 +237,11 @@ def sample_op(
     out-edges drop out; each remaining row draws from its own stream (sampler.sample.randomness).
     """
     rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
-    key = sorted_unique(
+    key = sorted_unique_below(
         np.concatenate(
             [p[0].astype(np.uint64) * rows_in_set + p[1].astype(np.uint64) for p in parts]
-        )
+        ),
+        len(sample_keys) * int(rows_in_set),
     )
     s = (key // rows_in_set).astype(np.int64)
     r = (key % rows_in_set).astype(np.int64)

@@ -20,8 +20,11 @@ The wire format of a deterministically serialized Example (map entries sorted by
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from sampler.arrays import expand_ranges
 from sampler.sample.encode import SAMPLE_ID_KEY, SEED_ID_KEY, EncodeSpecs, FeatureKey
 from sampler.sample.subgraph import SubgraphChunk
 
@@ -65,10 +68,25 @@ def varint_matrix(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the varints of `values` concatenated, as uint8; the length of each)."""
+    values = np.asarray(values)
+    if len(values) and values.dtype.kind in "iu" and values.min() >= 0 and values.max() < 1 << 14:
+        return _small_varints(values.astype(np.uint16))
     matrix, lengths = varint_matrix(values)
     if matrix.shape[1] == 1:
         return matrix.ravel(), lengths
-    return matrix[np.arange(matrix.shape[1]) < lengths[:, None]], lengths
+    keep = np.arange(matrix.shape[1]) < lengths[:, None]
+    return np.compress(keep.ravel(), matrix.ravel()), lengths
+
+
+def _small_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """varints() of uint16 values below 2**14 (one or two bytes each): edge indices, mostly."""
+    two = values >= 0x80
+    if not two.any():
+        return values.astype(_U8), np.ones(len(values), np.int64)
+    words = np.where(two, (values & 0x7F) | 0x80 | ((values >> 7) << 8), values).astype("<u2")
+    keep = np.ones(2 * len(values), bool)
+    keep[1::2] = two
+    return np.compress(keep, words.view(_U8)), 1 + two.astype(np.int64)
 
 
 def framed_bytes(values) -> tuple[np.ndarray, np.ndarray]:
@@ -221,6 +239,35 @@ def _value_body(values: np.ndarray, kind: str, bounds: np.ndarray, width: int):
     return data, _offsets(lengths)[starts]
 
 
+# Framed ids (framed_bytes) of whole node tables, by id() of their ids array, while it lives.
+_FRAMED_IDS: dict[int, tuple[weakref.ref, np.ndarray, np.ndarray]] = {}
+
+
+def _framed_table_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the framed ids of a table's rows, concatenated; n + 1 row offsets), once per table."""
+    hit = _FRAMED_IDS.get(id(ids))
+    if hit is not None and hit[0]() is ids:
+        return hit[1], hit[2]
+    data, framed = framed_bytes(ids)
+    offsets = _offsets(framed)
+    _FRAMED_IDS[id(ids)] = (weakref.ref(ids), data, offsets)
+    weakref.finalize(ids, _FRAMED_IDS.pop, id(ids), None)
+    return data, offsets
+
+
+def _id_body(part, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(framed ids, per-record offsets) of a node set's rows in the chunk: rows of a table
+    (`index`) are gathered from the table's framed ids, rows given per chunk framed here."""
+    base = bounds - bounds[0]
+    if part.index is None:
+        data, lengths = framed_bytes(part.batch.ids[bounds[0] : bounds[-1]])
+        return data, _offsets(lengths)[base]
+    table, offsets = _framed_table_ids(part.batch.ids)
+    rows = part.index[bounds[0] : bounds[-1]]
+    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+    return table[expand_ranges(starts, lengths)[1]], _offsets(lengths)[base]
+
+
 def _take(column: np.ndarray, index: np.ndarray | None) -> np.ndarray:
     return column if index is None else np.take(column, index, axis=0)
 
@@ -255,14 +302,12 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
             size.inline = np.diff(bounds)
             sizes[name] = size.inline
             base = bounds - bounds[0]
-            id_column = _take(part.batch.ids, part.index)[bounds[0] : bounds[-1]]
-            if getattr(id_column, "ndim", 1) != 1:
-                raise ValueError(f"{where}: ids must be 1-D, got shape {id_column.shape}")
+            if getattr(part.batch.ids, "ndim", 1) != 1:
+                raise ValueError(f"{where}: ids must be 1-D, got shape {part.batch.ids.shape}")
             try:
-                data, lengths = framed_bytes(id_column)
+                ids.body = _id_body(part, bounds)
             except ValueError as e:
                 raise ValueError(f"{where}: node ids must be bytes ({e})") from None
-            ids.body = (data, _offsets(lengths)[base])
             for fk, entry in zip(enc.features, features, strict=True):
                 column = part.batch.features.get(fk.spec.name)
                 values = None if column is None else _take(column, part.index)
