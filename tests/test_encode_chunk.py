@@ -324,3 +324,27 @@ def _mutated(mutate):
 def test_bad_chunks_are_value_errors(mutate, match):
     with pytest.raises(ValueError, match=match):
         ec.encode_chunk(_mutated(mutate), encode_specs(_schema()))
+
+
+def test_beam_chunk_batches_match_subgraph_batches(tmp_path):
+    """sampler.beam.sample.sharded.encoded_chunk_batches: the records and counts of
+    encoded_batches, for a placement that samples by the chunk."""
+    from sampler.beam.sample.sharded import SizeCounters, encoded_batches, encoded_chunk_batches
+
+    graph = _mag_graph(tmp_path)
+    plan = make_plan(graph, synthetic.mag_sampling_spec(), "edge")
+    mem = in_memory.load_dense_graph(graph, plan)
+    seeds = make_seeds(mem.node_tables["paper"].rows.ids[:100])
+    specs = encode_specs(graph.schema)
+    kernel = in_memory.NodeSeedSampling()
+    args = (graph, plan, mem, seeds, Randomness(1))
+    old_counts, new_counts = collections.Counter(), collections.Counter()
+    old_sizes, new_sizes = SizeCounters(), SizeCounters()
+    subgraphs = kernel.sample(*args, old_counts, 40)
+    old = [r for _, _, batch in encoded_batches(7, subgraphs, specs, old_sizes, 40) for r in batch]
+    chunks = kernel.sample_chunks(*args, new_counts, 40)
+    batches = list(encoded_chunk_batches(7, chunks, specs, new_sizes, new_counts))
+    assert [(b, c) for b, c, _ in batches] == [(7, 0), (7, 1), (7, 2)]
+    assert [r for _, _, batch in batches for r in batch] == old
+    assert new_counts == old_counts and new_counts["subgraphs"] == 100
+    assert new_sizes._sums == old_sizes._sums and new_sizes._sums["output_nodes/paper"] > 100

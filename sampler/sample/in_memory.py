@@ -70,6 +70,10 @@ class NodeSeedSampling:
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_in_memory(graph, plan, dense, seeds, randomness, counters, chunk_size)
 
+    def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
+        return sample_chunks(graph, plan, dense, seeds, randomness, counters, chunk_size)
+
 
 def sample_in_memory(
     graph: GraphInfo,

@@ -377,6 +377,20 @@ class LinkSampling:
     def output_schema(self, schema, plan: SamplingPlan):
         return link_output_schema(schema, plan)
 
+    def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
+        return sample_link_chunks(
+            graph,
+            plan,
+            dense,
+            seeds,
+            randomness,
+            counters,
+            self.negatives,
+            self.keep_seed_edges,
+            chunk_size,
+        )
+
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_links_in_memory(
             graph,
