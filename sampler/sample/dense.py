@@ -14,7 +14,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import typing
-from collections.abc import Iterator
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import choose
-from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
+from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 
 
@@ -131,19 +130,6 @@ class _Members:
         # (a non-member's position is that of the next key, as searchsorted gives it)
         pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
         return self.local[pos], self.keys[pos] == query
-
-
-def sample_chunk(
-    graph: GraphInfo,
-    plan: SamplingPlan,
-    dg: DenseGraph,
-    seeds: Seeds,
-    randomness: Randomness,
-    counters: collections.Counter,
-) -> Iterator[Subgraph]:
-    """Samples the subgraphs of a chunk of seeds (yielded in the order of `seeds`)."""
-    chunk = sample_chunk_columns(graph, plan, dg, seeds, randomness, counters)
-    yield from chunk.subgraphs(counters)
 
 
 def sample_chunk_columns(

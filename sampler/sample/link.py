@@ -235,23 +235,6 @@ def _without_seed_edges(picked, exclusions, edge_set: str, adj):
     return picked.without(exclusions.mask(edge_set, sample, source, targets))
 
 
-def sample_link_chunk(
-    graph: GraphInfo,
-    plan: SamplingPlan,
-    dg: DenseGraph,
-    seeds: LinkSeeds,
-    randomness: Randomness,
-    counters: collections.Counter,
-    negatives: int = 0,
-    keep_seed_edges: bool = False,
-) -> Iterator[Subgraph]:
-    """Samples the examples of a chunk of seed edges: positives, then their negatives."""
-    chunk = sample_link_chunk_columns(
-        graph, plan, dg, seeds, randomness, counters, negatives, keep_seed_edges
-    )
-    yield from chunk.subgraphs(counters)
-
-
 def sample_link_chunk_columns(
     graph: GraphInfo,
     plan: SamplingPlan,
