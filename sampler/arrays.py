@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """np.unique(values) by sorting."""
-    out = np.sort(values)
+def sorted_unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
+    """np.unique(values) by sorting (`kind`: np.sort's; "stable" for nearly sorted values)."""
+    out = np.sort(values, kind=kind)
     if len(out) < 2:
         return out
     keep = np.empty(len(out), dtype=bool)
@@ -29,7 +29,8 @@ def sorted_unique_below(values: np.ndarray, bound: int) -> np.ndarray:
     when that is cheaper than sorting (bound small next to the number of values)."""
     bound = int(bound)
     if bound > _BITMAP_LIMIT or bound > 16 * len(values) + (1 << 16):
-        return sorted_unique(values)
+        # concatenated sorted parts: timsort merges their runs
+        return sorted_unique(values, kind="stable")
     seen = np.zeros(bound, bool)
     seen[values] = True
     return np.flatnonzero(seen).astype(values.dtype, copy=False)
