@@ -23,7 +23,8 @@ What this has to get around, on one host:
   * Every wait is bounded (--timeout); every process this starts (one process group per
     machine) is killed on failure or timeout, and the temporary folder is removed.
 
-On a real cluster use DGL's launch tool instead (README, "Partition").
+On a real cluster use DGL's launch tool instead (docs/partitioning.md, "Serving the
+partitions with DistDGL").
 """
 
 from __future__ import annotations

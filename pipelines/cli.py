@@ -21,10 +21,28 @@ SUBCOMMANDS = {
     "partition": ("pipelines.partition", "write DGL partitions"),
 }
 
+# The guide each subcommand's --help ends with (paths in the repository; tests/test_docs.py).
+GUIDES = {
+    "sample": "docs/sampling.md",
+    "generate": "docs/inputs.md",
+    "demo": "docs/sampling.md",
+    "validate": "docs/inputs.md",
+    "estimate": "docs/sampling.md",
+    "stats": "docs/sampling.md (samples), docs/partitioning.md (--partition)",
+    "show": "docs/sampling.md",
+    "partition": "docs/partitioning.md",
+}
+
+
+def guide(name: str) -> str:
+    """The last line of `name`'s --help: where its guide is."""
+    return f"Guide: {GUIDES[name]}"
+
 
 def usage() -> str:
     lines = ["usage: beam-graph SUBCOMMAND [flags]   (SUBCOMMAND --help for its flags)", ""]
     lines += [f"  {name:10s} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    lines += ["", "Guides: README.md, then docs/ (one guide per task)."]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from pipelines import cli
 from pipelines import sample as sample_cli
 from pipelines.runner import run_main
 from sampler.sample.encode import decode_subgraph, encode_specs
@@ -24,7 +25,9 @@ from sampler.tools import synthetic
 
 def main_body(argv) -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=cli.guide("demo"),
     )
     parser.add_argument("--output_dir", default="out/demo")
     parser.add_argument("--num_papers", type=int, default=2000)

@@ -18,7 +18,7 @@
    and machine type for --target_minutes.
 4. Per graph placement (worker, topology, sharded): memory per SDK process, the machine
    type that holds it, vCPU-hours, shuffle GB and a list-price cost, from the rates this
-   project measured (sampler/tools/placement_cost.py, docs/DATAFLOW.md).
+   project measured (sampler/tools/placement_cost.py, docs/dataflow.md).
 
 Link seeds (a symmetric_link_seed_op, --seed_edge_set E): the records are the seed edges (every
 edge of E, or the rows of --input_seeds) times 1 + --negatives_per_seed. The probe samples
@@ -37,6 +37,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
+from pipelines import cli
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.ids import fingerprint
 from sampler.io import files, graph_tables
@@ -53,6 +54,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.estimate",
         description=__doc__,
+        epilog=cli.guide("estimate"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_graph_flags(parser, seeds_help="Seed table (default: every node of the seed set).")

@@ -13,6 +13,7 @@ import argparse
 import sys
 import time
 
+from pipelines import cli
 from sampler.errors import UserError
 from sampler.tools.synthetic import (
     generate_mag,
@@ -24,7 +25,9 @@ from sampler.tools.synthetic import (
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m pipelines.generate", description=__doc__.split("\n")[0]
+        prog="python -m pipelines.generate",
+        description=__doc__.split("\n")[0],
+        epilog=cli.guide("generate"),
     )
     parser.add_argument("--num_papers", type=int, required=True, help="number of paper nodes")
     parser.add_argument("--output_dir", required=True, help="directory for the tables and schema")

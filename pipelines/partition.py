@@ -2,12 +2,14 @@
 
   python -m pipelines.partition --graph_schema G --output_dir OUT --graph_name mag \\
       --num_parts 4 [--part_method random|metis|lp] [--balance_ntypes train_mask] \\
-      [--balance_edges] [--num_hops 1] [--seed 0]
+      [--balance_edges] [--num_hops 1] [--seed 0] [--split paper:0.8,0.1,0.1] \\
+      [--layout dgl|graphstorm] [--labels label]
 
 Writes OUT/<graph_name>.json, OUT/part<i>/{graph,node_feat,edge_feat,orig_nids,orig_eids}.dgl,
-OUT/node_ids/<node set>/*.parquet (#id -> type-wise ids) and OUT/partition_report.json
-(edge cut and balance). No DGL or torch is needed. Every flag this CLI does not define
-goes to Beam's PipelineOptions.
+OUT/node_ids/<node set>/*.parquet (#id -> type-wise ids), OUT/cut_report.json (edge cut
+and balance) and, with --layout graphstorm, OUT/raw_id_mappings/<node set>/part-*.parquet.
+No DGL or torch is needed. Every flag this CLI does not define goes to Beam's
+PipelineOptions.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import accounting
+from pipelines import accounting, cli
 from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, run_main, submit
 from sampler.beam.partition import METHODS, PartitionConfig, PartitionGraph
 from sampler.errors import UserError
 from sampler.partition.assign import METIS_MAX_ADJACENCY
 from sampler.partition.graph import GraphTypes
-from sampler.partition.report import REPORT_NAME
+from sampler.partition.output_format import DEFAULT_LABELS, LAYOUTS, RAW_ID_DIR, parse_split
+from sampler.partition.report import LEGACY_REPORT_NAME, REPORT_NAME
 from sampler.schema import load_graph
 
 _GRAPH_NAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -38,6 +41,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.partition",
         description=__doc__,
+        epilog=cli.guide("partition"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -65,6 +69,27 @@ def parse_args(argv):
         help="HALO hops: in-edges walked back from each partition's nodes (DGL's num_hops).",
     )
     parser.add_argument("--seed", type=int, default=0, help="Same seed, same output bytes.")
+    parser.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        metavar="NTYPE:TRAIN,VAL,TEST",
+        help="Write train_mask, val_mask and test_mask (1-D int8) for the nodes of NTYPE, "
+        "drawn per node from its id and --seed (e.g. paper:0.8,0.1,0.1); repeat per node set.",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="dgl",
+        help="dgl: DGL's dtypes. graphstorm: what GraphStorm's gconstruct writes (numeric "
+        "features other than --labels and masks as 2-D float32, plus raw_id_mappings/).",
+    )
+    parser.add_argument(
+        "--labels",
+        default=None,
+        help="Comma-separated feature names that are training targets: --layout graphstorm "
+        "keeps them as they are (default: label).",
+    )
     parser.add_argument(
         "--num_shards",
         type=int,
@@ -131,8 +156,19 @@ def make_config(args, graph) -> PartitionConfig:
         raise UserError(
             "--seed, --lp_rounds and --lp_cluster_rounds must be >= 0, --num_shards >= 1"
         )
+    split = tuple(parse_split(text, args.seed) for text in args.split)
+    names = [ntype for ntype, _ in split]
+    if len(set(names)) < len(names):
+        raise UserError(f"--split: node set '{names[0]}' is given more than once")
+    labels = DEFAULT_LABELS if args.labels is None else tuple(args.labels.split(","))
+    types = GraphTypes.from_graph(graph, splits=dict(split), layout=args.layout, labels=labels)
+    if args.labels is not None:
+        features = {n for specs in types.node_features.values() for n in specs}
+        features |= {n for specs in types.edge_features.values() for n in specs}
+        missing = [n for n in labels if n not in features]
+        if missing:
+            raise UserError(f"--labels: no node or edge set has a feature '{missing[0]}'")
     if args.balance_ntypes:
-        types = GraphTypes.from_graph(graph)
         found = False
         for name, specs in types.node_features.items():
             spec = specs.get(args.balance_ntypes)
@@ -161,6 +197,9 @@ def make_config(args, graph) -> PartitionConfig:
         lp_rounds=args.lp_rounds,
         lp_cluster_rounds=args.lp_cluster_rounds,
         metis_max_adjacency=args.metis_max_adjacency,
+        layout=args.layout,
+        split=split,
+        labels=labels,
     )
 
 
@@ -184,8 +223,7 @@ def construct(argv) -> Construction:
     """
     args, beam_args = parse_args(argv)
     graph = load_graph(args.graph_schema)
-    config = make_config(args, graph)
-    GraphTypes.from_graph(graph)  # type-name and feature-name checks before running
+    config = make_config(args, graph)  # type-name and feature-name checks before running
     output_dir = args.output_dir.rstrip("/")
     pipeline = new_pipeline(beam_args, args.runner)
     partition = pipeline | "Partition" >> PartitionGraph(
@@ -243,6 +281,8 @@ def owned_outputs(args) -> list[str]:
         re.escape(REPORT_NAME),
         r"part\d+/(graph|node_feat|edge_feat|orig_nids|orig_eids)\.dgl",
         r"node_ids/[^/]+/[^/]+-\d{5}-of-\d{5}\.parquet",
+        re.escape(RAW_ID_DIR) + r"/[^/]+/part-\d{5}\.parquet",
+        re.escape(LEGACY_REPORT_NAME),  # an earlier version's report
     ]
 
 

@@ -131,6 +131,11 @@ def _peak_mb(who: int) -> float:
     return round(kib / (2**20 if sys.platform == "darwin" else 2**10), 1)
 
 
+def _cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return round(usage.ru_utime + usage.ru_stime, 2)
+
+
 def _side_inputs(pipeline_proto) -> set[str]:
     """The PCollection ids some ParDo reads as a side input."""
     out = set()
@@ -173,6 +178,9 @@ def run_resources(pipeline) -> dict | None:
     return {
         "runner_peak_rss_mb": _peak_mb(resource.RUSAGE_SELF),
         "largest_sdk_worker_peak_rss_mb": _peak_mb(resource.RUSAGE_CHILDREN) if multi else None,
+        # CPU seconds of the runner process itself, and of its SDK worker processes (reaped)
+        "runner_cpu_seconds": _cpu_seconds(resource.RUSAGE_SELF),
+        "sdk_workers_cpu_seconds": _cpu_seconds(resource.RUSAGE_CHILDREN) if multi else None,
         **stage_bytes(proto, runner.counts.buffer_bytes),
         "slowest_stages": slowest_stages(runner.counts.stage_seconds),
     }
@@ -192,6 +200,14 @@ def resource_lines(resources: dict | None, output_bytes: int | None = None) -> l
     if resources["side_input_bytes"]:
         shuffled += f"; side inputs {resources['side_input_bytes'] / 2**20:,.1f} MB per worker"
     lines = [memory, shuffled]
+    workers_cpu = resources.get("sdk_workers_cpu_seconds")
+    if workers_cpu:
+        runner_cpu = resources["runner_cpu_seconds"]
+        share = runner_cpu / (runner_cpu + workers_cpu)
+        lines.append(
+            f"cpu: runner {runner_cpu:,.1f} s, SDK workers {workers_cpu:,.1f} s"
+            f" (the runner's share {share:.0%})"
+        )
     slowest = list(resources.get("slowest_stages", {}).items())[:3]
     if slowest:
         lines.append("slowest stages: " + "; ".join(f"{n} {t:,.1f} s" for n, t in slowest))

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from apache_beam.options.pipeline_options import PipelineOptions
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
+# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
+FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 
 def make_runner(name: str | None):

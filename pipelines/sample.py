@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
-from pipelines import accounting, sample_in_memory
+from pipelines import accounting, cli, sample_in_memory
 from pipelines.runner import new_pipeline, output_shards, run_main, submit
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=cli.guide("sample"),
     )
     parser.add_argument(
         "--graph_schema", required=True, help="GraphSchema pbtxt, or a directory holding one."
@@ -70,7 +72,7 @@ def make_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="Link prediction: K examples with label 0 per seed edge, each with a uniformly"
-        " random target from the target node set (see README 'Link prediction').",
+        " random target from the target node set (see docs/link-prediction.md).",
     )
     parser.add_argument(
         "--keep_seed_edges",
@@ -135,7 +137,7 @@ def make_parser() -> argparse.ArgumentParser:
         default="",
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,missing_seeds,self_loops,parallel_edges,empty_sets"
-        " (or all). See README 'When things go wrong'.",
+        " (or all). See docs/troubleshooting.md.",
     )
     return parser
 
@@ -213,9 +215,10 @@ def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
         raise UserError(SHARDED_LINKS)
 
 
-def build(pipeline, graph, plan, config: SampleConfig):
+def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = None):
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
-    entry point's code path); returns the PCollection of RecordBatches."""
+    entry point's code path); returns the PCollection of RecordBatches. `temp_dir`: the run's
+    temporary folder (the `worker` placement's graph snapshot goes there)."""
     from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
 
     options = SamplingOptions(
@@ -227,6 +230,7 @@ def build(pipeline, graph, plan, config: SampleConfig):
         config.max_bad_records,
         config.negatives_per_seed,
         config.keep_seed_edges,
+        temp_dir,
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
@@ -352,8 +356,10 @@ def construct_loaded(loaded: Loaded) -> Construction:
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     pipeline = new_pipeline(loaded.beam_args, config.runner)
-    batches = build(pipeline, graph, loaded.plan, config)
     temp_dir = files.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    local = "://" not in temp_dir
+    snapshots = files.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
+    batches = build(pipeline, graph, loaded.plan, config, snapshots)
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
     _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
     return Construction(pipeline, graph, output_dir, config.output_samples, temp_dir)

@@ -18,6 +18,7 @@ import argparse
 
 import numpy as np
 
+from pipelines import cli
 from pipelines.toolkit import ToolFailure, run_tool
 from sampler.sample.subgraph import Subgraph
 from sampler.tools import render
@@ -28,6 +29,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.show",
         description=__doc__,
+        epilog=cli.guide("show"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--samples", required=True, help="A path, glob or base@N pattern.")

@@ -29,6 +29,7 @@ import json
 import os
 import sys
 
+from pipelines import cli
 from pipelines.toolkit import human_bytes, run_tool
 from sampler.errors import UserError
 from sampler.partition.stats import find_config, partition_stats
@@ -40,6 +41,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.stats",
         description=__doc__,
+        epilog=cli.guide("stats"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)

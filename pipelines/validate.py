@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from pipelines import cli
 from pipelines.toolkit import add_graph_flags, run_tool
 from sampler.errors import UserError
 from sampler.io import files, readers
@@ -33,6 +34,7 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.validate",
         description=__doc__,
+        epilog=cli.guide("validate"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_graph_flags(parser, seeds_help="Optional seed table (#id column).")

@@ -7,7 +7,7 @@ Generates the MAG-shaped graph (seed 0), builds global integer edge arrays (node
 out one after the other, classes = node types, as the stage does without --balance_ntypes)
 and calls sampler.partition.assign.metis_parts with tolerance=None (METIS as it is) and
 with the default tolerance. Prints a Markdown table: edge cut (fraction of all edges, every
-edge type counted, as partition_report.json), worst class imbalance |count / mean - 1|,
+edge type counted, as cut_report.json), worst class imbalance |count / mean - 1|,
 owned-edge (in-degree) imbalance, nodes moved and the post-pass's own seconds.
 """
 

@@ -10,7 +10,9 @@ Generates the MAG-shaped graph (seed 0), runs `python -m pipelines.partition` pe
 tests/oracle/dgl_partition_bench.py, which calls dgl.distributed.partition_graph on the
 same graph. Every run is a child process; its wall time and peak RSS (ru_maxrss of the
 child and its children) are measured here. The edge cut of DGL's runs is computed here
-from DGL's node assignment over the same edge list. Prints a Markdown table.
+from DGL's node assignment over the same edge list. Prints a Markdown table, appends one
+record per run to --out (docs/bench_partition.json) and draws them beside it as a PNG
+(scripts/bench_plots.py: docs/bench_partition.png).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sampler.tools import synthetic  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import bench_plots  # noqa: E402
 
 
 def timed(cmd: list[str], log: Path) -> tuple[float, float, bool]:
@@ -91,6 +96,8 @@ def main() -> None:
     parser.add_argument("--num_hops", type=int, default=1, help="HALO hops, both tools")
     parser.add_argument("--work_dir", default="/tmp/partbench")
     parser.add_argument("--extra", nargs="*", default=[], help="more flags for our CLI")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench_partition.json"),
+                        help="JSON records, appended to (and plotted beside it)")  # fmt: skip
     args = parser.parse_args()
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -110,7 +117,7 @@ def main() -> None:
             if not ok:
                 rows.append(("this stage (failed)", method, parts, seconds, rss, float("nan"), 0))
                 continue
-            report = json.loads((out / "partition_report.json").read_text())
+            report = json.loads((out / "cut_report.json").read_text())
             worst = max(
                 max(b["max_over_mean"] - 1, 1 - b["min_over_mean"])
                 for b in report["node_balance"].values()
@@ -140,6 +147,26 @@ def main() -> None:
         print(
             f"| {tool} | {method} | {parts} | {seconds:.1f} | {rss:,.0f} | {cut:.3f} | {worst:.1%} |"
         )
+    write_records(args, rows)
+
+
+def write_records(args, rows) -> None:
+    """Appends the runs that finished to --out (the format bench_plots.plot_partition reads)."""
+    out = Path(args.out)
+    records = json.loads(out.read_text()) if out.exists() else []
+    machine = {"cores": os.cpu_count(), "python": sys.version.split()[0],
+               "date": time.strftime("%Y-%m-%d")}  # fmt: skip
+    for tool, method, parts, seconds, rss, cut, worst in rows:
+        if "failed" in tool:
+            continue
+        records.append({"tool": "ours" if tool == "this stage" else "dgl", "method": method,
+                        "papers": args.num_papers, "parts": parts, "num_hops": args.num_hops,
+                        "seconds": round(seconds, 1), "peak_rss_mb": round(rss),
+                        "edge_cut": round(cut, 4), "worst_imbalance": round(worst, 4),
+                        "command": " ".join(["scripts/bench_partition.py", *sys.argv[1:]]),
+                        "machine": machine})  # fmt: skip
+    out.write_text(json.dumps(records, indent=1) + "\n")
+    bench_plots.plot_file(str(out))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ time, peak RSS of the whole process tree, subgraphs/s and output bytes.
       [--hub_fraction 0.2] [--timeout 1800] [--max_rss_gb 20] [--input_seeds N]
 
 A system that runs out of time or memory is killed and recorded with the limit
-that stopped it. Results are appended to the JSON file (one record per run).
+that stopped it. Results are appended to the JSON file (one record per run), and
+scripts/bench_plots.py draws them beside it as a PNG (docs/bench_sample.png).
 
 Placements at scale (issue 16): `--workers N` runs our systems with
 `--direct_running_mode=multi_processing --direct_num_workers=N` and records the peak RSS
@@ -30,12 +31,16 @@ import glob
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
 import time
 
 import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_plots  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
@@ -94,9 +99,25 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def tree_pss(proc: psutil.Process) -> int:
+    """The proportional set size of the tree: pages shared by several processes (a graph
+    snapshot every SDK worker maps) count once in all, not once per process as in RSS."""
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            with open(f"/proc/{p.pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) * 1024
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
 def is_sdk_worker(proc: psutil.Process) -> bool:
     try:
-        return "sdk_worker_main" in " ".join(proc.cmdline())
+        if "sdk_worker_main" in " ".join(proc.cmdline()):
+            return True
+        parent = proc.parent()  # forked by pipelines.sdk_fork_server
+        return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
@@ -113,15 +134,20 @@ def process_peaks(proc: psutil.Process, peaks: dict[int, int]) -> None:
 
 def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) -> dict:
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_before = before.ru_utime + before.ru_stime
     start = time.time()
     peaks: dict[int, int] = {}
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         ps = psutil.Process(proc.pid)
-        peak, stopped = 0, None
+        peak, peak_pss, stopped, polls = 0, 0, None, 0
         while proc.poll() is None:
             try:
                 peak = max(peak, tree_rss(ps))
+                if polls % 5 == 0:  # smaps is slower to read than the RSS
+                    peak_pss = max(peak_pss, tree_pss(ps))
+                polls += 1
                 process_peaks(ps, peaks)
             except psutil.NoSuchProcess:
                 break
@@ -137,10 +163,13 @@ def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) 
                 break
             time.sleep(0.2)
         proc.wait()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # this run's tree: each run reaped
     workers = sorted((rss for pid, rss in peaks.items() if pid != proc.pid), reverse=True)
     return {
         "seconds": round(time.time() - start, 2),
+        "tree_cpu_seconds": round(usage.ru_utime + usage.ru_stime - cpu_before, 2),
         "peak_rss_bytes": peak,
+        "peak_pss_bytes": peak_pss,
         "runner_peak_rss_bytes": peaks.get(proc.pid, 0),
         "sdk_worker_peak_rss_bytes": workers,
         "returncode": proc.returncode,
@@ -326,6 +355,7 @@ def main() -> None:
             results = json.load(f)
     if args.report:
         print(placement_report(results) if args.workers else report(results))
+        bench_plots.plot_file(args.out)
         return
     for size in [int(s) for s in args.sizes.split(",")]:
         graph_dir = make_graph(
@@ -377,6 +407,7 @@ def main() -> None:
             results.append(record)
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=1)
+    bench_plots.plot_file(args.out)  # beside the JSON: docs/bench_sample.png
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a stage of this project on Google Cloud Dataflow: builds and pushes the worker image,
 # then submits the job from that same image (or from the local .venv) and prints its id and
-# console URL. docs/DATAFLOW.md walks through it; `--dry-run` prints every command instead.
+# console URL. docs/dataflow.md walks through it; `--dry-run` prints every command instead.
 #
 #   scripts/launch_dataflow.sh sample --project P --region R --bucket B --repository REPO \
 #       --graph_schema gs://B/graph --sampling_spec gs://B/spec.pbtxt \
@@ -28,7 +28,7 @@ settings (flag, or environment variable):
   --image URI            IMAGE                  use this pushed image; nothing is built
   --skip_build           SKIP_BUILD=1           reuse the image at the tag, do not build
   --builder B            IMAGE_BUILDER          gcloud (Cloud Build, default) or docker
-  --runtime_user U       RUNTIME_USER           image user (default beam; see DATAFLOW.md)
+  --runtime_user U       RUNTIME_USER           image user (default beam; see docs/dataflow.md)
   --launcher L           LAUNCHER               docker (default: submit from the image) or
                                                 local (submit from .venv)
   --max_workers N        MAX_WORKERS            default 10

@@ -29,3 +29,27 @@ def dgl_python() -> Path:
             pytrace=False,
         )
     return venv / "bin" / "python"
+
+
+GS_SETUP = ROOT / "scripts" / "setup_graphstorm.sh"
+
+
+@pytest.fixture(scope="session")
+def gs_python() -> Path:
+    """The GraphStorm 0.5.0 side venv's python (stacked on the DGL oracle venv); builds both
+    when needed, never skips."""
+    venv = Path(os.environ.get("GS_VENV") or ROOT / ".venv-gs")
+    dgl_venv = Path(os.environ.get("DGL_VENV") or ROOT / ".venv-dgl")
+    proc = subprocess.run(
+        ["bash", str(GS_SETUP)],
+        env={**os.environ, "GS_VENV": str(venv), "DGL_VENV": str(dgl_venv)},
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"the GraphStorm venv at {venv} could not be built by {GS_SETUP} "
+            f"(exit {proc.returncode}); its output ends:\n{proc.stderr[-3000:]}",
+            pytrace=False,
+        )
+    return venv / "bin" / "python"

@@ -26,6 +26,8 @@ def test_bench_sample_runs_every_system_at_a_tiny_size(tmp_path):
     # Same records on every placement and in memory: the same number of output bytes.
     sizes = {records[n]["output_bytes"] for n in ("ours", "ours_sharded", "inmemory")}
     assert len(sizes) == 1
+    # The run redraws its plot beside the JSON (scripts/bench_plots.py).
+    assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     table = subprocess.run(
         [sys.executable, "scripts/bench_sample.py", "--report", "--out", str(out)],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True,

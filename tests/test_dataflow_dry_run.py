@@ -193,20 +193,21 @@ def test_sample_job_builds_on_dataflow_dry_run(mag, tmp_path, placement):
     assert len(plan.ops) == 5
     names = stage_names(proto)
     expected = {"ReadGraph", "Seeds", "Sample", "Write", "Write/Parts", "Write/Concat"}
-    expected |= {f"ReadGraph/Adjacency/{op.edge_set}" for op in plan.ops}
-    expected |= {"ReadGraph/ReadNodes/paper", "ReadGraph/NodeTable/paper"}
     if placement == "sharded":  # hop by hop over the sharded graph
+        expected |= {f"ReadGraph/Adjacency/{op.edge_set}" for op in plan.ops}
+        expected |= {"ReadGraph/ReadNodes/paper", "ReadGraph/NodeTable/paper"}
         expected |= {f"Sample/Op/{op.name}" for op in plan.ops} | {"Sample/Assemble"}
-    else:  # the whole graph on every worker, seeds sampled completely per bucket
-        expected |= {"Sample/Group", "Sample/SampleBuckets"}
-        assert not {n for n in names if n.startswith("Sample/Op/")}
+    else:  # the tables read into one graph snapshot, mapped once per machine
+        expected |= {"ReadGraph/Read", "ReadGraph/Build", "ReadGraph/SeedTables"}
+        expected |= {"Sample/Group", "Sample/SampleBuckets", "RemoveSnapshot"}
+        assert not {n for n in names if n.startswith(("Sample/Op/", "ReadGraph/Adjacency"))}
     assert expected <= names, sorted(expected - names)
 
     # Every DoFn made it into the job pickled, and loads on a "worker": a fresh interpreter
     # that imports only installed packages, runs setup() and teardown().
     payloads = pickled_payloads(proto)
     sampler_fns = [n for n in payloads if n.startswith(("ReadGraph/", "Sample/", "Seeds"))]
-    assert len(sampler_fns) >= 15, sorted(payloads)
+    assert len(sampler_fns) >= (15 if placement == "sharded" else 6), sorted(payloads)
     dump = tmp_path / "payloads.pkl"
     dump.write_bytes(pickle.dumps(payloads))
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", PYTHONPATH="")

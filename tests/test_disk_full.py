@@ -65,7 +65,7 @@ def test_partition_stage_on_a_full_disk_is_one_line(mag_schema, tmp_path, size, 
                           cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     lines = proc.stdout.strip().splitlines()
     assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
-    # No g.json, partition_report.json, part folder or node id table: only the manifest.
+    # No g.json, cut_report.json, part folder or node id table: only the manifest.
     assert lines[lines.index("rc=2") + 1 :] == ["./.beam_graph_manifest.json"]
     err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err

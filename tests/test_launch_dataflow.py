@@ -415,7 +415,7 @@ def documented_launches(path: str) -> list[tuple[dict[str, str], list[str]]]:
     return out
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/DATAFLOW.md"])
+@pytest.mark.parametrize("path", ["docs/dataflow.md"])
 def test_documented_launch_commands_work_as_dry_runs(bin_dir, path):
     launches = documented_launches(path)
     stages = {args[0] for _, args in launches}

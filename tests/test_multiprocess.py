@@ -52,6 +52,14 @@ def mag(tmp_path_factory):
     return root, schema, mag_spec, str(weighted), str(seeds)
 
 
+def is_sdk_worker(process: psutil.Process) -> bool:
+    """A Beam SDK worker: started cold (sdk_worker_main), or forked by pipelines.sdk_fork_server."""
+    if "sdk_worker_main" in " ".join(process.cmdline()):
+        return True
+    parent = process.parent()
+    return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
+
+
 def sdk_worker_processes_during(fn) -> set[int]:
     """Runs fn(); returns the pids of the Beam SDK worker processes seen meanwhile."""
     me, seen, done = psutil.Process(), set(), threading.Event()
@@ -60,7 +68,7 @@ def sdk_worker_processes_during(fn) -> set[int]:
         while not done.is_set():
             for child in me.children(recursive=True):
                 try:
-                    if "sdk_worker_main" in " ".join(child.cmdline()):
+                    if is_sdk_worker(child):
                         seen.add(child.pid)
                 except psutil.NoSuchProcess:
                     pass
@@ -180,12 +188,12 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
         out = {}
         for path in sorted(folder.rglob("*")):
             rel = path.relative_to(folder).as_posix()
-            if path.is_file() and (rel == "g.json" or rel.startswith("part")):
+            if path.is_file() and (rel in ("g.json", "cut_report.json") or rel.startswith("part")):
                 out[rel] = path.read_bytes()
         return out
 
     one, two = files(tmp_path / "one"), files(tmp_path / "two")
-    assert {"g.json", "part2/graph.dgl", "partition_report.json"} <= one.keys()
+    assert {"g.json", "part2/graph.dgl", "cut_report.json"} <= one.keys()
     assert one.keys() == two.keys()
     for name in one:
         assert one[name] == two[name], name

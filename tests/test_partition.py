@@ -488,7 +488,7 @@ def test_same_bytes_for_any_workers_input_sharding_and_shards(mag, method, worke
     )
     a, b = folder_bytes(root / f"{method}_a"), folder_bytes(root / f"{method}_b")
     assert sorted(a) == sorted(b)
-    assert "g.json" in a and "part2/graph.dgl" in a and "partition_report.json" in a
+    assert "g.json" in a and "part2/graph.dgl" in a and "cut_report.json" in a
     for name in a:
         assert a[name] == b[name], name
 
@@ -499,11 +499,11 @@ def test_seed_changes_random_and_lp_beats_random(mag):
     run_partition(sharded, str(root / "seed1"), "--num_parts", "2", "--seed", "1")
     a = (root / "seed0" / "part0" / "graph.dgl").read_bytes()
     assert a != (root / "seed1" / "part0" / "graph.dgl").read_bytes()
-    report = json.loads((root / "seed0" / "partition_report.json").read_text())
+    report = json.loads((root / "seed0" / "cut_report.json").read_text())
     run_partition(
         sharded, str(root / "lp"), "--num_parts", "2", "--part_method", "lp", "--lp_rounds", "8"
     )
-    lp = json.loads((root / "lp" / "partition_report.json").read_text())
+    lp = json.loads((root / "lp" / "cut_report.json").read_text())
     assert lp["edge_cut"] < 0.5 * report["edge_cut"]
     for name, b in lp["node_balance"].items():
         if sum(b["counts"]) >= 100:
@@ -516,8 +516,8 @@ def test_balance_edges_balances_owned_edges(mag):
     root, sharded, _ = mag
     run_partition(sharded, str(root / "be"), "--num_parts", "4", "--balance_edges")
     run_partition(sharded, str(root / "nobe"), "--num_parts", "4")
-    be = json.loads((root / "be" / "partition_report.json").read_text())
-    nobe = json.loads((root / "nobe" / "partition_report.json").read_text())
+    be = json.loads((root / "be" / "cut_report.json").read_text())
+    nobe = json.loads((root / "nobe" / "cut_report.json").read_text())
     assert be["edge_balance"]["max_over_mean"] < nobe["edge_balance"]["max_over_mean"]
     # Node balance is untouched: every type still exactly balanced.
     for b in be["node_balance"].values():
@@ -527,7 +527,7 @@ def test_balance_edges_balances_owned_edges(mag):
 def test_balance_ntypes_balances_each_value(mag):
     root, sharded, _ = mag
     run_partition(sharded, str(root / "bn"), "--num_parts", "3", "--balance_ntypes", "year")
-    report = json.loads((root / "bn" / "partition_report.json").read_text())
+    report = json.loads((root / "bn" / "cut_report.json").read_text())
     years = [k for k in report["class_balance"] if k.startswith("paper/year=")]
     assert len(years) == 10
     for name in years + ["author", "institution"]:
@@ -548,7 +548,7 @@ def test_lp_and_metis_keep_every_balance_class_within_5_percent(mag, method):
     extra = ["--balance_edges"] if method == "lp" else []
     run_partition(sharded, str(out), "--num_parts", "3", "--part_method", method,
                   "--balance_ntypes", "year", *extra)  # fmt: skip
-    report = json.loads((out / "partition_report.json").read_text())
+    report = json.loads((out / "cut_report.json").read_text())
     assert sum(k.startswith("paper/year=") for k in report["class_balance"]) == 10
     for name, b in report["class_balance"].items():
         counts = np.array(b["counts"])

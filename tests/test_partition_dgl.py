@@ -50,6 +50,14 @@ CASES = [
     # 40 papers: 1 institution and 3 fields of study for 4 parts, so some partitions have
     # empty type blocks [x, x] and no inner edges of some edge types.
     ("tiny_random_4", "tiny", ["--num_parts", "4"]),
+    # GraphStorm's layout (2-D float32 inputs, int8 masks of --split, raw_id_mappings/).
+    (
+        "hetero_graphstorm_2",
+        "mag",
+        ["--num_parts", "2", "--part_method", "lp", "--lp_rounds", "2", "--layout", "graphstorm"]
+        + ["--split", "paper:0.6,0.2,0.2", "--balance_ntypes", "train_mask"],
+    ),
+    ("homo_graphstorm_1", "homo", ["--num_parts", "1", "--layout", "graphstorm"]),
 ]
 
 
@@ -376,3 +384,23 @@ def test_random_leaves_no_part_without_a_type_that_has_enough_nodes(loaded):
         for t, ranges in config["node_map"].items():
             sizes = [e - s for s, e in ranges]
             assert max(sizes) - min(sizes) <= 1, (case, t, sizes)  # exactly balanced
+
+
+def test_dgl_sees_the_graphstorm_layout_dtypes(loaded):
+    """As torch tensors after DGL's load_partition: masks 1-D int8 (0/1), model inputs 2-D
+    float32, labels as they were; the dgl layout keeps its integer features int64."""
+    _, meta, arrays = loaded["hetero_graphstorm_2"]
+    for part in meta["parts"]:
+        dtypes = part["feat_dtypes"]
+        for mask in ("train_mask", "val_mask", "test_mask"):
+            assert dtypes[f"paper/{mask}"] == "torch.int8", mask
+            values = arrays[part["node_feats"][f"paper/{mask}"]]
+            assert values.ndim == 1 and set(np.unique(values)) <= {0, 1}
+        assert dtypes["paper/year"] == dtypes["paper/feat"] == "torch.float32"
+        assert arrays[part["node_feats"]["paper/year"]].shape[1:] == (1,)
+        assert dtypes["paper/label"] == "torch.int64"
+        assert arrays[part["node_feats"]["paper/label"]].ndim == 1
+        assert dtypes["paper:cites:paper/weight"] == "torch.float32"
+        assert arrays[part["edge_feats"]["paper:cites:paper/weight"]].shape[1:] == (1,)
+    _, meta, _ = loaded["hetero_random_2"]
+    assert meta["parts"][0]["feat_dtypes"]["paper/year"] == "torch.int64"

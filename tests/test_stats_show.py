@@ -298,7 +298,7 @@ def test_partition_stats_agree_with_the_partition_stage(tmp_path, capsys):
     assert stats.main(["--partition", str(tmp_path / "parts")]) == 0
     report = json.loads((tmp_path / "parts" / "stats" / "partition_stats.json").read_text())
     meta = json.loads((tmp_path / "parts" / "g.json").read_text())
-    theirs = json.loads((tmp_path / "parts" / "partition_report.json").read_text())
+    theirs = json.loads((tmp_path / "parts" / "cut_report.json").read_text())
     assert report["matches_json_maps"] is True
     assert report["num_parts"] == 3
     assert report["num_nodes"] == meta["num_nodes"] == theirs["num_nodes"]

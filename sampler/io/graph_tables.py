@@ -46,7 +46,7 @@ def read_edge_file(
         ends = {}
         for column in latent_ends:
             col = table.column(column).combine_chunks()
-            ends[column] = NodeBatch(ids.fingerprint(col), bytes_array(col.to_pylist()), {})
+            ends[column] = NodeBatch(ids.fingerprint(col), col.to_numpy(zero_copy_only=False), {})
         yield EdgeBatch.from_table(table, info.features, info.reversed), ends
 
 

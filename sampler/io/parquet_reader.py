@@ -99,6 +99,7 @@ def _parquet_problems(path, name, column: pa.Array, spec) -> list[tuple[int, str
         or pa.types.is_large_list(column.type)
         or pa.types.is_fixed_size_list(column.type)
     )
+    parents = None  # the row of each value, for vectors
     if not spec.shape:
         if pa.types.is_nested(column.type):
             raise UserError(f"{path}: column '{name}' holds lists, but the feature is a scalar")
@@ -125,7 +126,27 @@ def _parquet_problems(path, name, column: pa.Array, spec) -> list[tuple[int, str
             f"{path}: column '{name}' has values of type {values.type}, "
             f"which cannot be {spec.kind} feature values"
         )
+    for index, reason in _too_large(values, spec.kind):
+        problems.append((index if parents is None else int(parents[index]), reason))
     return sorted(problems)
+
+
+def _too_large(values: pa.Array, kind: str) -> list[tuple[int, str]]:
+    """(value index, reason) of the values the feature's type cannot hold: finite floats past
+    float32's range (they would become infinite), integers past int64's."""
+    if kind == "float" and pa.types.is_floating(values.type) and values.type != pa.float32():
+        narrow = values.cast(pa.float32(), safe=False)
+        mask = pc.and_(pc.is_inf(narrow), pc.invert(pc.is_inf(values)))
+        what = "float32"
+    elif (
+        kind == "int" and pa.types.is_unsigned_integer(values.type) and values.type.bit_width == 64
+    ):
+        mask = pc.greater(values, pa.scalar(2**63 - 1, pa.uint64()))
+        what = "int64"
+    else:
+        return []
+    found = np.flatnonzero(mask.fill_null(False).to_numpy(zero_copy_only=False))
+    return [(int(i), f"{values[int(i)].as_py()!r} does not fit in {what}") for i in found]
 
 
 def _first_row(mask, start: int) -> int:

@@ -17,10 +17,11 @@ Formats (see `sampler.io.writers` for the exact CSV encoding):
 
 Two kinds of user mistakes:
   * File-level ones (missing file or column, a column type that cannot hold the feature, a
-    CSV that is not UTF-8 or not CSV, a file that is not Parquet, broken TFRecord framing)
+    CSV that is not UTF-8 (naming the line) or not CSV, a file that is not Parquet, broken TFRecord framing)
     always raise UserError naming the file.
   * Row-level ones (a CSV row with the wrong number of cells, a cell that does not parse, a
-    vector of the wrong length, a missing/empty/null id or value, a record that is not a
+    vector of the wrong length, a missing/empty/null id or value, a number its type cannot
+    hold (a finite float past float32's range, an integer past int64's), a record that is not a
     tf.Example, a TFRecord whose data checksum is wrong) are `BadRecord`s naming the file,
     the row (CSV/Parquet: 1-based data row; TFRecord: 0-based record index) and the reason.
     Without `on_bad` the first one raises UserError (its `message()`); with `on_bad` every

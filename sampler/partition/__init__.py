@@ -7,7 +7,9 @@
              the Beam jobs of sampler/beam/partition/
   dgl_format.py, dgl_read.py  DGL's binary files, written and read (docs/DGL_FORMAT.md)
   layout.py  DGL's reshuffled id spaces, one partition's graph.dgl / feature files, the JSON
-  report.py  edge cut and balance
+  output_format.py  what the files hold for their consumer: --layout dgl|graphstorm, masks
+             and --split, GraphStorm's raw id mappings
+  report.py  edge cut and balance (cut_report.json)
 
 `sampler/beam/partition/` wraps them in PTransforms; `pipelines/partition.py` is the CLI.
 """

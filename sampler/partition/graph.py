@@ -27,22 +27,39 @@ from sampler.batches import NodeBatch, take_features
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
 from sampler.node_table import FingerprintCollision, build_node_table
+from sampler.partition import output_format
 from sampler.partition.compact import reduce_narrowed
+from sampler.partition.output_format import MASK_SPECS, Split
 from sampler.schema import GraphInfo
 
 
 @dataclasses.dataclass(frozen=True)
 class GraphTypes:
-    """Node and edge types in DGL's order, with the features DGL files can hold."""
+    """Node and edge types in DGL's order, with the features the partition files hold.
+
+    `node_features` includes the masks --split makes (`splits`); `layout` and `labels` decide
+    their dtypes (sampler/partition/output_format.py).
+    """
 
     ntypes: tuple[str, ...]
     etypes: tuple[tuple[str, str, str], ...]  # canonical (source, edge set, target)
     node_features: dict[str, dict[str, FeatureSpec]]  # ntype -> numeric features
     edge_features: dict[str, dict[str, FeatureSpec]]  # edge set -> numeric features
     skipped_features: tuple[str, ...]  # string features, which DGL tensors cannot hold
+    splits: dict[str, Split] = dataclasses.field(default_factory=dict)  # ntype -> its masks
+    layout: str = "dgl"
+    labels: frozenset[str] = frozenset(output_format.DEFAULT_LABELS)
 
     @classmethod
-    def from_graph(cls, graph: GraphInfo) -> GraphTypes:
+    def from_graph(
+        cls,
+        graph: GraphInfo,
+        *,
+        splits: dict[str, Split] | None = None,
+        layout: str = "dgl",
+        labels: tuple[str, ...] = output_format.DEFAULT_LABELS,
+    ) -> GraphTypes:
+        """The types of `graph`; `splits` (node type -> Split) adds their masks."""
         ntypes = tuple(sorted(graph.node_sets))
         etypes = tuple(sorted((e.source, e.name, e.target) for e in graph.edge_sets.values()))
         skipped = []
@@ -58,6 +75,7 @@ class GraphTypes:
                         "so a feature name must not contain it"
                     )
                 else:
+                    output_format.check_mask_spec(owner, spec)
                     out[name] = spec
             return out
 
@@ -70,7 +88,30 @@ class GraphTypes:
         for name in ntypes:
             if ":" in name:
                 raise UserError(f"node set '{name}': DGL type names must not contain ':'")
-        return cls(ntypes, etypes, node_features, edge_features, tuple(skipped))
+        splits = dict(splits or {})
+        for name in splits:
+            if name not in node_features:
+                raise UserError(f"--split {name}: the graph has no node set of that name")
+            taken = sorted(set(output_format.MASK_NAMES) & set(node_features[name]))
+            if taken:
+                raise UserError(
+                    f"--split {name}: node set '{name}' already has a feature {taken[0]}; "
+                    "use its masks or drop --split"
+                )
+            node_features[name] = {**node_features[name], **MASK_SPECS}
+        if layout not in output_format.LAYOUTS:
+            raise UserError(f"--layout {layout}: use one of {', '.join(output_format.LAYOUTS)}")
+        return cls(
+            ntypes, etypes, node_features, edge_features, tuple(skipped),
+            splits, layout, frozenset(labels),
+        )  # fmt: skip
+
+    def table_features(self, ntype: str) -> dict[str, FeatureSpec]:
+        """The features of a node set that its table holds (not the masks --split makes)."""
+        specs = self.node_features[ntype]
+        if ntype not in self.splits:
+            return specs
+        return {k: v for k, v in specs.items() if k not in output_format.MASK_NAMES}
 
     @property
     def homogeneous(self) -> bool:
@@ -135,19 +176,29 @@ class NodeIndex:
 
 
 def build_node_shard(
-    ntype: int, shard: int, parts: list[NodeBatch], specs: dict[str, FeatureSpec], name: str
+    ntype: int,
+    shard: int,
+    parts: list[NodeBatch],
+    specs: dict[str, FeatureSpec],
+    name: str,
+    split: Split | None = None,
 ) -> NodeShard:
     """Merges the batches of one shard: sorted by fingerprint, duplicate ids dropped.
 
     A duplicate id keeps its row with the smallest content hash (as the sampler does), so
-    the result does not depend on the order the batches arrive in.
+    the result does not depend on the order the batches arrive in. `specs` are the table's
+    features (GraphTypes.table_features); with a `split` the shard also gets its masks.
     """
     batch = NodeBatch.concat(parts, specs)
     try:
         table = build_node_table(batch)
     except FingerprintCollision as e:
         raise UserError(f"node set '{name}': {e}; rename one of them") from e
-    return NodeShard(ntype, shard, table.rows)
+    rows = table.rows
+    if split is not None:
+        masks = output_format.split_masks(name, rows.fp, split)
+        rows = dataclasses.replace(rows, features={**rows.features, **masks})
+    return NodeShard(ntype, shard, rows)
 
 
 def shard_starts(counts: dict[tuple[int, int], int], num_types: int, num_shards: int):

@@ -25,6 +25,7 @@ from sampler.io.files import write_output
 from sampler.partition.compact import reduce_narrowed
 from sampler.partition.dgl_format import HomoGraph, write_graph, write_tensors
 from sampler.partition.graph import GraphTypes
+from sampler.partition.output_format import file_tensor
 
 
 def rank_within(values: np.ndarray, num_values: int) -> np.ndarray:
@@ -141,10 +142,6 @@ class PartitionData:
     orig_eids: dict[str, np.ndarray]
 
 
-def _feature_array(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    return values.reshape((len(values), *shape)) if shape else values.reshape(len(values))
-
-
 def assemble_partition(
     part: int,
     types: GraphTypes,
@@ -172,8 +169,8 @@ def assemble_partition(
         for name, spec in types.node_features[ntype].items():
             cols = [n.features[name] for n in got]
             values = np.concatenate(cols)[order] if cols else np.zeros((0, spec.width))
-            node_feats[f"{ntype}/{name}"] = _feature_array(
-                values.astype(_feature_dtype(spec.kind)), spec.shape
+            node_feats[f"{ntype}/{name}"] = file_tensor(
+                ntype, spec, values, types.layout, types.labels
             )
 
     inner = [e for e in edges if e.inner]
@@ -196,8 +193,8 @@ def assemble_partition(
         for feat, spec in types.edge_features[rel].items():
             cols = [x.features[feat] for x in got]
             values = np.concatenate(cols)[order] if cols else np.zeros((0, spec.width))
-            edge_feats[f"{name}/{feat}"] = _feature_array(
-                values.astype(_feature_dtype(spec.kind)), spec.shape
+            edge_feats[f"{name}/{feat}"] = file_tensor(
+                name, spec, values, types.layout, types.labels
             )
 
     outer_cols = with_end_types(_concat_edges(outer), types)
@@ -299,10 +296,6 @@ _RESERVED_DTYPES = {
     "inner_edge": np.uint8,
     "part_id": np.int64,
 }
-
-
-def _feature_dtype(kind: str):
-    return np.float32 if kind == "float" else np.int64
 
 
 def _concat_edges(parts: list[PartEdges]) -> dict[str, np.ndarray]:

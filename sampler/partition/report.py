@@ -7,7 +7,10 @@ import numpy as np
 from sampler.partition.graph import GraphTypes
 from sampler.partition.layout import Layout
 
-REPORT_NAME = "partition_report.json"
+# Not "partition_report.json": GraphStorm takes every entry of the folder whose name starts
+# with "part" for a partition, so nothing but the part<i>/ folders may.
+REPORT_NAME = "cut_report.json"
+LEGACY_REPORT_NAME = "partition_report.json"  # earlier runs' name: --overwrite removes it
 
 
 def _balance(counts: np.ndarray) -> dict:

@@ -48,8 +48,9 @@ from sampler.tools.degree_stats import UNIFORM, DegreeStats, Histogram
 
 RECORD_FRAMING = 16  # TFRecord: length (8) + length crc (4) + data crc (4)
 
-# Throughput per vCPU assumed for the worker suggestion (documented in the README; measured
-# on the local FnApiRunner and rounded down for Dataflow's shuffle and (de)serialization).
+# Throughput per vCPU assumed for the worker suggestion (documented in docs/sampling.md,
+# "Estimate"; measured on the local FnApiRunner and rounded down for Dataflow's shuffle and
+# (de)serialization).
 DEFAULT_OUTPUT_MB_PER_VCPU_S = 2.0
 DEFAULT_EDGES_PER_VCPU_S = 500_000.0
 DEFAULT_INPUT_MB_PER_VCPU_S = 10.0

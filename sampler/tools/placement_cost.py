@@ -1,8 +1,8 @@
 """What each graph placement needs on Dataflow: memory per SDK process, machine, shuffle, cost.
 
 A planning model, not a measurement on Dataflow. Its rates are this project's local
-measurements (docs/BENCHMARKS.md, "Placements at scale", 2 SDK worker processes, MAG-shaped
-graphs with 128-dim paper features):
+measurements (docs/BENCHMARKS.md, "Placements"; docs/benchmarks-history.md, "Placements at
+scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
 
 - `worker` holds the whole graph in each SDK process: peak RSS 0.50 GB at 0.022 GB of tables
   (10k papers, 312 seeds per bucket), 0.72 GB at 0.045 GB (20k papers, 625 seeds per bucket)

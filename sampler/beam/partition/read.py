@@ -69,7 +69,10 @@ class _BuildShard(beam.DoFn):
         parts = groups["batches"]
         name = self._types.ntypes[t]
         parts = sorted(parts, key=lambda b: (len(b), int(b.fp[0]) if len(b) else 0))
-        shard = build_node_shard(t, s, parts, self._types.node_features[name], name)
+        types = self._types
+        shard = build_node_shard(
+            t, s, parts, types.table_features(name), name, types.splits.get(name)
+        )
         if name in self._tabled:
             self._duplicates[name].inc(sum(len(b) for b in parts) - len(shard))
         yield shard

@@ -17,7 +17,6 @@ from sampler.beam.partition.methods import (
 )
 from sampler.beam.partition.read import ReadPartitionGraph
 from sampler.beam.partition.write import WriteInputs, WritePartitions
-from sampler.partition.graph import GraphTypes
 from sampler.schema import GraphInfo
 
 
@@ -37,7 +36,7 @@ class PartitionGraph(beam.PTransform):
         super().__init__()
         self._graph = graph
         self._config = config
-        self._types = GraphTypes.from_graph(graph)
+        self._types = config.graph_types(graph)
         self._out = output_dir
         self._max_bad = max_bad_records
 

@@ -1,4 +1,5 @@
-"""Write: new ids, the DGL files of every part, the node id tables, the JSON and the report.
+"""Write: new ids, the DGL files of every part, the node id tables, the JSON and the report
+(output_format.py: --layout graphstorm also writes raw_id_mappings/).
 
 Rows are routed to their parts by sampler/partition/to_parts.py; the files are laid out by
 sampler/partition/layout.py (format: docs/DGL_FORMAT.md).
@@ -20,7 +21,7 @@ from sampler.beam.partition.halo import HaloHops
 from sampler.beam.partition.new_ids import NewIdsInputs, NumberNodesAndEdges
 from sampler.errors import UserError
 from sampler.io.files import write_output
-from sampler.partition import classes, layout, to_parts
+from sampler.partition import classes, layout, output_format, to_parts
 from sampler.partition.graph import GraphTypes
 from sampler.partition.new_ids import EdgesWithEnds
 from sampler.partition.report import REPORT_NAME, partition_report
@@ -71,7 +72,8 @@ class _NodesToParts(beam.DoFn):
 
 
 class _WriteNodeIds(beam.DoFn):
-    """Writes a shard's node id table to node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet."""
+    """Writes a shard's node id table to node_ids/<node set>/<node set>-SSSSS-of-NNNNN.parquet
+    and, with --layout graphstorm, its raw id mapping (output_format.raw_id_path)."""
 
     def __init__(self, types: GraphTypes, out: str, num_shards: int):
         self._types = types
@@ -85,6 +87,11 @@ class _WriteNodeIds(beam.DoFn):
         with write_output(path) as f:
             pq.write_table(table, f)
         yield path
+        if self._types.layout == "graphstorm":
+            raw = output_format.raw_id_path(self._out, name, s)
+            with write_output(raw) as f:
+                pq.write_table(output_format.raw_id_table(table, name), f)
+            yield raw
 
 
 class _WritePart(beam.DoFn):
@@ -191,6 +198,8 @@ class WritePartitions(beam.PTransform):
             "num_hops": config.num_hops,
             "lp_rounds": config.lp_rounds if lp else 0,
             "lp_cluster_rounds": config.lp_cluster_rounds if lp else 0,
+            "layout": config.layout,
+            "split": {t: [s.train, s.val, s.test] for t, s in sorted(self._types.splits.items())},
             "skipped_features": list(self._types.skipped_features),
         }
 

@@ -12,15 +12,21 @@ and writes its RecordBatches as TFRecord shards; the records are the same bytes.
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 import typing
+import uuid
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 
-from sampler.beam.read import ReadGraph, ReadSeedIds
+from sampler.beam.read import GraphTables, ReadGraph, ReadSeedIds
 from sampler.beam.sample import link as link_beam
-from sampler.beam.sample.on_workers import SampleOnWorkers
+from sampler.beam.sample.on_workers import SampleOnWorkers, SnapshotInputs
 from sampler.beam.sample.seeds import RejectedSeeds, SeedsFromIds, SeedsFromNodeTable
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
+from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
@@ -44,6 +50,9 @@ class SamplingOptions:
     max_bad_records: int = 0
     negatives_per_seed: int = 0  # link prediction: label-0 examples per seed edge
     keep_seed_edges: bool = False  # link prediction: keep the seed edge in its subgraph (leaks)
+    # `worker`: where the workers put the table parts and the graph snapshot (local or remote);
+    # default: the pipeline's --temp_location, else the local temp folder. Removed after the run.
+    temp_dir: str | None = None
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
@@ -78,6 +87,8 @@ def sample_graph_tensors(
     """
     if plan.link is not None and options.placement == "sharded":
         raise UserError(SHARDED_LINKS)
+    if options.placement == "worker":
+        return _sample_on_workers(root, graph, plan, options)
     read_graph = ReadGraph(
         graph, plan, options.num_shards, options.placement == "sharded", options.max_bad_records
     )
@@ -112,14 +123,72 @@ def sample_graph_tensors(
     return SampledBatches(batches, bad, rejected)
 
 
-def _link_seeds(root, plan, options, read, bad_records) -> beam.PCollection:
-    """A symmetric_link_seed_op's (shard, LinkSeeds): from --input_seeds or the seed edge set."""
+def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: SamplingOptions):
+    """The `worker` placement: the tables read into a graph snapshot that every SDK process of
+    a machine maps (sampler.beam.sample.snapshot), then SampleOnWorkers on it."""
+    folder = options.temp_dir or _temp_folder(root)
+    snapshot = root | "ReadGraph" >> SnapshotGraph(
+        graph,
+        plan,
+        folder,
+        num_shards=options.num_shards,
+        seed_set=None if plan.link is not None else plan.seed_set,
+        link_pairs=plan.link is not None and not options.input_seeds,
+        max_bad_records=options.max_bad_records,
+    )
+    bad_records = [snapshot.bad_records]
+    rejected = None
+    if plan.link is not None:
+        read = GraphTables({}, {}, None)
+        if not options.input_seeds:
+            read = read._replace(adjacency={plan.link.edge_set: snapshot.link_pairs})
+        seeds = _link_seeds(root, plan, options, read, bad_records, pairs_given=True)
+        kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
+    elif options.input_seeds:
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
+        bad_records.append(read_seeds.bad_records)
+        rejected = (seeds, snapshot.seed_tables) | "RejectedSeeds" >> RejectedSeeds(plan.seed_set)
+        kernel = NodeSeedSampling()
+    else:
+        seeds = snapshot.seed_tables | "Seeds" >> SeedsFromNodeTable()
+        kernel = NodeSeedSampling()
+    sample = SampleOnWorkers(
+        graph, plan, randomness=options.randomness, num_buckets=options.num_buckets, kernel=kernel
+    )
+    bad = bad_records | "BadRecords" >> beam.Flatten()
+    batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample
+    _ = (
+        root
+        | "AfterSampling" >> beam.Create([None])
+        | "RemoveSnapshot"
+        >> beam.ParDo(
+            RemoveSnapshot(),
+            beam.pvalue.AsSingleton(snapshot.path),
+            beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
+        )
+    )
+    return SampledBatches(batches, bad, rejected)
+
+
+def _temp_folder(root) -> str:
+    """A new folder under the pipeline's --temp_location, else under the local temp folder."""
+    base = root.pipeline.options.view_as(GoogleCloudOptions).temp_location
+    name = f"beam-graph-{uuid.uuid4().hex[:12]}"
+    return FileSystems.join(base, name) if base else os.path.join(tempfile.gettempdir(), name)
+
+
+def _link_seeds(root, plan, options, read, bad_records, pairs_given=False) -> beam.PCollection:
+    """A symmetric_link_seed_op's (shard, LinkSeeds): from --input_seeds or the seed edge set
+    (`read.adjacency`'s shards, or with `pairs_given` its pairs)."""
     if options.input_seeds:
         read_seeds = root | "ReadSeeds" >> link_beam.ReadSeedPairs(
             options.input_seeds, options.max_bad_records
         )
         pairs = read_seeds.pairs
         bad_records.append(read_seeds.bad_records)
+    elif pairs_given:
+        pairs = read.adjacency[plan.link.edge_set]
     else:
         pairs = link_beam.seed_pairs(read.adjacency, plan)
     return pairs | "Seeds" >> link_beam.LinkSeedsFromPairs(options.num_shards)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import typing
 import uuid
 
 import apache_beam as beam
@@ -22,10 +23,11 @@ from sampler.beam.sample.sharded import (
     count_received,
     encoded_batches,
 )
+from sampler.beam.sample.snapshot import mapped_graph
 from sampler.graph_checks import edge_shape_counts
 from sampler.node_table import merge_node_tables
 from sampler.sample.adjacency import merge_adjacency
-from sampler.sample.dense import densify
+from sampler.sample.dense import DenseGraph, densify
 from sampler.sample.encode import encode_specs
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
@@ -52,6 +54,17 @@ class _GraphOnWorker:
         self.memory = densify(graph, nodes, merged)
 
 
+class SnapshotInputs(typing.NamedTuple):
+    """What SampleOnWorkers samples from with a graph snapshot (sampler.beam.sample.snapshot)."""
+
+    seeds: beam.PCollection  # (shard, Seeds)
+    snapshot: beam.PCollection  # one str: the snapshot's folder
+
+
+class _MappedGraph(typing.NamedTuple):
+    memory: DenseGraph
+
+
 @beam.typehints.with_output_types(RecordBatch)
 class SampleOnWorkers(beam.PTransform):
     """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major.
@@ -72,7 +85,7 @@ class SampleOnWorkers(beam.PTransform):
         *,
         randomness: Randomness,
         num_buckets: int,
-        chunk_size: int = 512,
+        chunk_size: int = 128,  # seeds sampled at once: a process's working set (same records)
         kernel=None,
     ):
         super().__init__()
@@ -114,7 +127,10 @@ class SampleOnWorkers(beam.PTransform):
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
-            """The dense graph, built once per process from the side inputs and shared."""
+            """The dense graph: the snapshot mapped once per process (a side input naming its
+            folder), or built once per process from the side inputs and shared."""
+            if len(side) == 1 and isinstance(side[0], str):
+                return _MappedGraph(mapped_graph(side[0]))
             edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
             adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
             tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
@@ -177,6 +193,10 @@ class SampleOnWorkers(beam.PTransform):
         fn = self._SampleBucket(
             self._graph, self._plan, self._randomness, self._chunk_size, handle, tag, self._kernel
         )
+        if isinstance(inputs, SnapshotInputs):
+            return bucketed(inputs.seeds, self._num_buckets) | "SampleBuckets" >> beam.ParDo(
+                fn, beam.pvalue.AsSingleton(inputs.snapshot)
+            )
         return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
 
 
@@ -215,11 +235,16 @@ def sample_buckets(
         | "Once" >> beam.Create([None])
         | "GraphFacts" >> beam.ParDo(SampleOnWorkers._GraphFacts(graph, handle, tag), *side)
     )
+    return bucketed(seeds, num_buckets) | "SampleBuckets" >> (
+        pardo if tags is None else pardo.with_outputs(*tags, main="subgraphs")
+    )
+
+
+def bucketed(seeds, num_buckets: int):
+    """(shard, Seeds) -> (bucket, [packed seed pieces])."""
     return (
         seeds
         | "SeedValues" >> beam.Values()
         | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
         | "Group" >> beam.GroupByKey()
-        | "SampleBuckets"
-        >> (pardo if tags is None else pardo.with_outputs(*tags, main="subgraphs"))
     )

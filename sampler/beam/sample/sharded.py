@@ -99,15 +99,21 @@ class SizeCounters:
         self._sums = collections.Counter()
 
 
+BATCH_BYTES = 16 << 20  # a batch of records is written once it holds this many bytes
+
+
 def encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
-    """(bucket, chunk, [serialized tf.Example]) batches, in the order the subgraphs come."""
-    records, chunk = [], 0
+    """(bucket, chunk, [serialized tf.Example]) batches of at most `batch` records and about
+    BATCH_BYTES, in the order the subgraphs come (the shards concatenate them in that order,
+    so the batch sizes do not change the output)."""
+    records, chunk, size = [], 0, 0
     for subgraph in subgraphs:
         sizes.add(subgraph)
         records.append(encode_subgraph(subgraph, specs))
-        if len(records) == batch:
+        size += len(records[-1])
+        if len(records) == batch or size >= BATCH_BYTES:
             yield bucket, chunk, records
-            records, chunk = [], chunk + 1
+            records, chunk, size = [], chunk + 1, 0
     if records:
         yield bucket, chunk, records
 

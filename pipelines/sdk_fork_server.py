@@ -1,0 +1,169 @@
+"""SDK worker processes forked from one warm process, for the local runner's multi_processing.
+
+Beam's local runner starts every SDK worker as `python -m apache_beam.runners.worker.sdk_worker_main`:
+each one imports Beam, numpy, pyarrow and this project again (about 1.6 CPU-seconds and
+200 MB apiece), so 8 workers on 2 cores spend most of a small run starting up, and hold 8
+copies of the same modules. Here the runner starts one server that imports all that once;
+each worker command is a tiny client (`sdk_fork_client.py`, standard library only) that asks
+the server to fork a worker with the client's environment (the runner's control and logging
+addresses, the pipeline options) and stderr, and exits with the worker's exit code. The
+forked workers share the server's imported pages copy-on-write.
+
+The server has imported gRPC but never opened a channel or started a thread, so forking it is
+safe; it exits when the runner closes its stdin (the runner ends, or dies).
+
+  python -m pipelines.sdk_fork_server SOCKET
+"""
+
+from __future__ import annotations
+
+import array
+import gc
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_fork_client.py")
+_START_TIMEOUT_S = 120
+
+
+class ForkServer:
+    """The server process, started by the runner; `worker_command` is what Beam runs per worker."""
+
+    def __init__(self):
+        self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-")
+        self.socket_path = os.path.join(self._dir, "fork.sock")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.sdk_fork_server", self.socket_path],
+            stdin=subprocess.PIPE,
+        )
+        deadline = time.time() + _START_TIMEOUT_S
+        while not os.path.exists(self.socket_path):
+            if self._process.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise RuntimeError("the SDK worker fork server did not start")
+            time.sleep(0.02)
+
+    def worker_command(self) -> str:
+        return f"{sys.executable} -I {CLIENT} {self.socket_path}"
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for name in os.listdir(self._dir):
+            os.unlink(os.path.join(self._dir, name))
+        os.rmdir(self._dir)
+
+
+def _preload() -> None:
+    """What every SDK worker of this project imports: once, here."""
+    import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
+
+    import pipelines.partition  # noqa: F401
+    import pipelines.sample  # noqa: F401
+
+
+def _receive(conn: socket.socket) -> tuple[dict, int]:
+    """The client's environment and stderr descriptor."""
+    fds = array.array("i")
+    chunks = []
+    while True:
+        data, ancdata, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(fds.itemsize))
+        for level, kind, payload in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        if not data:
+            break
+        chunks.append(data)
+        if data.endswith(b"\n"):
+            break
+    return json.loads(b"".join(chunks)), fds[0]
+
+
+def _run_worker(env: dict, stderr_fd: int) -> None:
+    """In the forked child: Beam's SDK harness with the client's environment; never returns."""
+    code = 1
+    try:
+        os.dup2(stderr_fd, 2)
+        os.close(stderr_fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(env)
+        from apache_beam.runners.worker import sdk_worker_main
+
+        sdk_worker_main.main([])
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the worker's own failure, reported on its stderr
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(socket_path: str) -> None:
+    _preload()
+    gc.freeze()  # the garbage collector leaves the imported objects alone: their pages stay shared
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path + ".tmp")
+    listener.listen(64)
+    os.rename(socket_path + ".tmp", socket_path)  # the runner waits for this name
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(sys.stdin, selectors.EVENT_READ, "runner")
+    children: dict[int, socket.socket] = {}  # pid -> its client's connection
+    while True:
+        for key, _ in selector.select(timeout=0.05):
+            if key.data == "runner":  # the runner closed our stdin: it is done
+                for pid in children:
+                    os.kill(pid, signal.SIGKILL)
+                return
+            if key.data == "accept":
+                conn, _ = listener.accept()
+                env, stderr_fd = _receive(conn)
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    conn.close()
+                    _run_worker(env, stderr_fd)
+                os.close(stderr_fd)
+                children[pid] = conn
+                selector.register(conn, selectors.EVENT_READ, pid)
+            else:  # a client went away before its worker ended: end the worker too
+                pid = key.data
+                selector.unregister(key.fileobj)
+                if pid in children:
+                    os.kill(pid, signal.SIGKILL)
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                conn = children.pop(pid)
+                code = os.waitstatus_to_exitcode(status)
+                try:
+                    selector.unregister(conn)
+                except KeyError:
+                    pass
+                try:
+                    conn.sendall(f"{code}\n".encode())
+                except OSError:
+                    pass
+                conn.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

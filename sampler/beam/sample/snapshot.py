@@ -1,0 +1,285 @@
+"""The `worker` placement's graph: read by the workers, built once, mapped once per machine.
+
+  Files        every table file, spread over the workers
+  Read         each file read once (bad rows dead-lettered and counted, as ReadGraph does)
+               into one part file under `folder`: only the part's path reaches the runner
+  Build        once per run: the parts -> node tables, adjacency, the dense graph
+               (sampler.sample.dense.densify) -> a snapshot folder (sampler.sample.graph_store);
+               counts duplicates, dropped edges, self-loops and parallel edges once
+  SeedTables   the seed set's ids by shard, for the seeds and the rejected seeds
+
+Every SDK process of a machine then maps the snapshot read-only (`open_graph`), so a
+machine holds one copy of the graph whatever its number of processes, and the graph's bytes
+never pass through the runner. A remote snapshot (gs://) is copied once per machine first.
+"""
+
+from __future__ import annotations
+
+import struct
+import typing
+import uuid
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from sampler import shards
+from sampler.arrays import expand_ranges
+from sampler.batches import EdgeBatch, NodeBatch, bytes_array
+from sampler.beam.packing import packed, unpacked
+from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
+from sampler.graph_checks import edge_shape_counts
+from sampler.io import graph_tables
+from sampler.io.files import write_error
+from sampler.node_table import NodeTable, build_node_table
+from sampler.sample import graph_store
+from sampler.sample.adjacency import build_adjacency
+from sampler.sample.dense import densify
+from sampler.sample.link import edge_pairs
+from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.schema import GraphInfo
+
+LINK_PAIRS = "link_pairs"
+
+
+class GraphSnapshot(typing.NamedTuple):
+    """What SnapshotGraph adds to a pipeline."""
+
+    path: beam.PCollection  # one str: the snapshot's folder
+    seed_tables: beam.PCollection  # (shard, NodeTable) of the seed set, ids only
+    link_pairs: beam.PCollection | None  # (source fps, target fps) of the link edge set
+    bad_records: beam.PCollection  # JSON lines
+
+
+def table_files(graph: GraphInfo) -> list[tuple[str, str, str, str]]:
+    """(kind, set, path, format) of every table file: node sets, then edge sets (the order of
+    sampler.sample.in_memory.load_tables)."""
+    out = []
+    for name, info in graph.node_sets.items():
+        if info.filename:
+            out += [("node", name, *f) for f in graph_tables.table_files(info.filename)]
+    for name, info in graph.edge_sets.items():
+        out += [("edge", name, *f) for f in graph_tables.table_files(info.filename)]
+    return out
+
+
+class _ReadToPart(_ReadTable):
+    """(index, (kind, set, path, format)) -> (index, part path): the file's batches in one part."""
+
+    def __init__(self, graph: GraphInfo, folder: str, max_bad_records: int):
+        super().__init__("", max_bad_records)
+        self._graph = graph
+        self._folder = folder
+        self._counters = {}
+
+    def _count(self, name: str, rows: int) -> None:
+        if name not in self._counters:
+            self._counters[name] = (
+                Metrics.counter(NAMESPACE, f"bad_records/{name}"),
+                Metrics.counter(NAMESPACE, f"rows_read/{name}"),
+            )
+        self._bad_count, self._rows_read = self._counters[name]
+        self._name = name
+        self._rows_read.inc(rows)
+
+    def process(self, element):
+        index, (kind, name, path, fmt) = element
+        self._count(name, 0)
+        if kind == "node":
+            info = self._graph.node_sets[name]
+            pieces = graph_tables.read_node_file(path, fmt, info, self._pending.append)
+        else:
+            info = self._graph.edge_sets[name]
+            ends = tuple(graph_tables.latent_ends(self._graph, info))
+            pieces = graph_tables.read_edge_file(path, fmt, info, ends, self._pending.append)
+        part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
+        try:
+            with FileSystems.create(part) as f:
+                f.write(_framed((kind, name)))
+                for piece in pieces:  # each piece written as it is read
+                    self._rows_read.inc(len(piece if kind == "node" else piece[0]))
+                    f.write(_framed(piece))
+                    yield from self._flush()
+        except OSError as e:
+            raise write_error(part, e) from e
+        yield from self._flush()
+        yield index, part
+
+
+def _framed(value) -> bytes:
+    data = packed(value)
+    return struct.pack("<Q", len(data)) + data
+
+
+def read_part(path: str) -> tuple[str, str, list]:
+    """(kind, set, pieces) of a part file that _ReadToPart wrote: framed packed values, the
+    first one (kind, set)."""
+    with FileSystems.open(path) as f:
+        data = f.read()
+    values, at = [], 0
+    while at < len(data):
+        (size,) = struct.unpack_from("<Q", data, at)
+        values.append(unpacked(data[at + 8 : at + 8 + size]))
+        at += 8 + size
+    (kind, name), pieces = values[0], values[1:]
+    return kind, name, pieces
+
+
+def build_dense_graph(graph: GraphInfo, plan: SamplingPlan, parts: list):
+    """[(kind, set, pieces)] of every table file -> (node tables, fp-keyed adjacency), as
+    sampler.sample.in_memory.load_tables builds them from the same rows."""
+    node_parts = {name: [] for name in graph.node_sets}
+    edge_parts = {name: [] for name in graph.edge_sets}
+    for kind, name, pieces in parts:
+        if kind == "node":
+            node_parts[name].extend(pieces)
+            continue
+        ends = graph_tables.latent_ends(graph, graph.edge_sets[name])
+        for batch, end_ids in pieces:
+            edge_parts[name].append(batch)
+            for column, rows in end_ids.items():
+                node_parts[ends[column]].append(rows)
+    weighted = plan.weighted_edge_sets()
+    adjacency = {
+        name: build_adjacency(
+            EdgeBatch.concat(edge_parts[name], info.features),
+            WEIGHT_FEATURE if name in weighted else None,
+        )
+        for name, info in graph.edge_sets.items()
+    }
+    nodes = {
+        name: build_node_table(NodeBatch.concat(node_parts[name], info.features))
+        for name, info in graph.node_sets.items()
+    }
+    return nodes, adjacency
+
+
+class _Build(beam.DoFn):
+    """Once per run: the parts -> the snapshot folder (main output) and, for link prediction's
+    default seeds, the link edge set's (source fps, target fps) (LINK_PAIRS)."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str, link_pairs: bool):
+        self._graph = graph
+        self._plan = plan
+        self._folder = folder
+        self._link_pairs = link_pairs
+
+    def process(self, _, parts):
+        graph = self._graph
+        paths = [path for _, path in sorted(parts)]
+        nodes, adjacency = build_dense_graph(graph, self._plan, [read_part(p) for p in paths])
+        for name, info in graph.node_sets.items():
+            if info.filename:
+                Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}").inc(nodes[name].duplicates)
+        if self._link_pairs:
+            yield beam.pvalue.TaggedOutput(
+                LINK_PAIRS, edge_pairs(adjacency[self._plan.link.edge_set])
+            )
+        dense = densify(graph, nodes, adjacency)
+        del nodes, adjacency
+        for name, info in graph.edge_sets.items():
+            Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(
+                dense.dropped_edges[name]
+            )
+            adj = dense.adjacency[name]
+            src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+            dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+            loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+            Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
+            Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
+        folder = FileSystems.join(self._folder, f"graph-{uuid.uuid4().hex[:8]}")
+        graph_store.save_graph(dense, folder)
+        FileSystems.delete(paths)
+        yield folder
+
+
+class _SeedTables(beam.DoFn):
+    """The snapshot's seed set as (shard, NodeTable) with ids only (SeedsFromNodeTable,
+    RejectedSeeds)."""
+
+    def __init__(self, seed_set: str, num_shards: int):
+        self._seed_set = seed_set
+        self._num_shards = num_shards
+
+    def process(self, folder):
+        rows = mapped_graph(folder).nodes[self._seed_set].rows
+        for shard, index in shards.by_shard(rows.fp, self._num_shards):
+            ids = bytes_array(rows.ids[index].tolist())
+            yield shard, NodeTable(NodeBatch(rows.fp[index], ids, {}), 0)
+
+
+class RemoveSnapshot(beam.DoFn):
+    """Once the sampling is done (its count is a side input): removes the snapshot folder."""
+
+    def process(self, _, folder: str, _sampled: int):
+        FileSystems.delete([folder])
+        return []
+
+
+_MAPPED: dict[str, object] = {}
+
+
+def mapped_graph(folder: str):
+    """The snapshot `folder` mapped once per process (the last one only: a run's)."""
+    if folder not in _MAPPED:
+        _MAPPED.clear()
+        _MAPPED[folder] = graph_store.open_graph(graph_store.machine_copy(folder))
+    return _MAPPED[folder]
+
+
+class SnapshotGraph(beam.PTransform):
+    """Root -> GraphSnapshot: the tables read by the workers into a dense graph snapshot.
+
+    `folder` is where the parts and the snapshot go (a run's temp folder, local or remote);
+    `seed_set` the node set whose ids make `seed_tables`; `link_pairs`: also output the link
+    edge set's pairs (link prediction without --input_seeds).
+    """
+
+    def __init__(
+        self,
+        graph: GraphInfo,
+        plan: SamplingPlan,
+        folder: str,
+        *,
+        num_shards: int,
+        seed_set: str | None,
+        link_pairs: bool = False,
+        max_bad_records: int = 0,
+    ):
+        super().__init__()
+        self._graph = graph
+        self._plan = plan
+        self._folder = folder
+        self._num_shards = num_shards
+        self._seed_set = seed_set
+        self._link_pairs = link_pairs
+        self._max_bad = max_bad_records
+
+    def expand(self, pbegin):
+        files = list(enumerate(table_files(self._graph)))
+        read = (
+            pbegin
+            | "Files" >> beam.Create(files)
+            | "Spread" >> beam.Reshuffle()
+            | "Read"
+            >> beam.ParDo(_ReadToPart(self._graph, self._folder, self._max_bad)).with_outputs(
+                BAD_RECORDS, main="parts"
+            )
+        )
+        build = _Build(self._graph, self._plan, self._folder, self._link_pairs)
+        built = (
+            pbegin
+            | "Once" >> beam.Create([None])
+            | "Build"
+            >> beam.ParDo(build, beam.pvalue.AsList(read.parts)).with_outputs(
+                LINK_PAIRS, main="path"
+            )
+        )
+        seed_tables = None
+        if self._seed_set is not None:
+            seed_tables = built.path | "SeedTables" >> beam.ParDo(
+                _SeedTables(self._seed_set, self._num_shards)
+            )
+        link = built[LINK_PAIRS] if self._link_pairs else None
+        return GraphSnapshot(built.path, seed_tables, link, read[BAD_RECORDS])
