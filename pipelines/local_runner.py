@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import resources, streamed_inputs
-from pipelines.runner import worker_log_path
+from pipelines import resources, sdk_fork_server, streamed_inputs
+from pipelines.runner import FORK_WORKERS, worker_log_path
 from sampler.partition import adjacency_cache
 
 
@@ -26,13 +27,25 @@ class LocalRunner(FnApiRunner):
 
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
-        self.worker_processes = False
-        for environment in pipeline_proto.components.environments.values():
-            if environment.urn == python_urns.SUBPROCESS_SDK:
-                environment.payload += redirect
-                self.worker_processes = True
+        subprocess_sdks = [
+            environment
+            for environment in pipeline_proto.components.environments.values()
+            if environment.urn == python_urns.SUBPROCESS_SDK
+        ]
+        self.worker_processes = bool(subprocess_sdks)
+        fork_server = None
+        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
+            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
+        for environment in subprocess_sdks:
+            if fork_server is not None:
+                environment.payload = fork_server.worker_command().encode()
+            environment.payload += redirect
         self.pipeline_proto = pipeline_proto
         streamed_inputs.install()  # bounded messages to worker processes
         adjacency_cache.clear()  # this run's label propagation shards only
-        with resources.count_run() as self.counts:
-            return super().run_via_runner_api(pipeline_proto, options)
+        try:
+            with resources.count_run() as self.counts:
+                return super().run_via_runner_api(pipeline_proto, options)
+        finally:
+            if fork_server is not None:
+                fork_server.stop()
