@@ -23,10 +23,8 @@ import re
 import sys
 import time
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-
 from sampler.errors import UserError
+from sampler.io import files as fs
 from sampler.io.files import has_scheme
 
 SUMMARY_NAME = "run_summary.json"
@@ -50,15 +48,14 @@ OWNED_FOLDERS = re.compile(
 
 
 def _join(folder: str, name: str) -> str:
-    return FileSystems.join(folder, name) if folder else name
+    return fs.join(folder, name) if folder else name
 
 
 def _match(pattern: str) -> list[str]:
     try:
-        found = FileSystems.match([pattern])[0].metadata_list
+        return sorted(fs.match(pattern))
     except Exception:  # noqa: BLE001 - Beam raises BeamIOError and friends when nothing matches
         return []
-    return sorted(m.path for m in found)
 
 
 def _canonical(path: str) -> str:
@@ -159,7 +156,7 @@ def check_output(
             f"{len(existing)} files); pass --overwrite to replace it"
         )
     if old:
-        FileSystems.delete(old)
+        fs.delete(old)
     _remove_empty_folders(output_dir)
 
 
@@ -186,7 +183,7 @@ def _listing(output_dir: str) -> list[str]:
 def _manifest(output_dir: str) -> dict:
     path = _join(output_dir, MANIFEST_NAME)
     try:
-        with FileSystems.open(path) as f:
+        with fs.open_stream(path) as f:
             data = json.loads(f.read().decode("utf-8"))
     except Exception:  # noqa: BLE001 - no manifest (or not ours): nothing listed
         return {}
@@ -234,7 +231,7 @@ def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None
     try:
         if output_dir and not has_scheme(output_dir):
             os.makedirs(output_dir, exist_ok=True)
-        with FileSystems.create(path) as f:
+        with fs.create_file(path) as f:
             f.write((json.dumps(data, indent=1) + "\n").encode())
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
         raise UserError(f"cannot write the output {path}: {unwritable_reason(e)}") from e
@@ -255,7 +252,7 @@ def remove_leftovers(output_dir: str, patterns: list[str]) -> None:
     try:
         stale = [_join(output_dir, r) for r in _listing(output_dir) if matcher.fullmatch(r)]
         if stale:
-            FileSystems.delete(stale)
+            fs.delete(stale)
         _remove_empty_folders(output_dir)
     except Exception:  # noqa: BLE001 - best effort: the run's own error is the one to report
         pass
@@ -263,6 +260,8 @@ def remove_leftovers(output_dir: str, patterns: list[str]) -> None:
 
 def write_bad_records(bad_records, output_dir: str) -> None:
     """Writes the dead-letter JSON lines (if any) to `<output_dir>/bad_records-*.jsonl`."""
+    import apache_beam as beam
+
     _ = bad_records | "WriteBadRecords" >> beam.io.WriteToText(
         _join(output_dir, BAD_RECORDS_PREFIX),
         file_name_suffix=".jsonl",
@@ -275,6 +274,8 @@ def write_rejected_seeds(rejected, output_dir: str) -> None:
     """Writes the rejected seeds' JSON lines (if any) to `<output_dir>/rejected_seeds-*.jsonl`."""
     if rejected is None:
         return
+    import apache_beam as beam
+
     _ = rejected | "WriteRejectedSeeds" >> beam.io.WriteToText(
         _join(output_dir, REJECTED_SEEDS_PREFIX),
         file_name_suffix=".jsonl",
@@ -287,9 +288,9 @@ def write_rejected_seeds_file(lines: list[str], output_dir: str) -> None:
     """The same file without Beam (--runner InMemory); nothing when there are no lines."""
     if not lines:
         return
-    from sampler.io.files import create_file, shard_name
-
-    with create_file(shard_name(_join(output_dir, REJECTED_SEEDS_PREFIX), 0, 1) + ".jsonl") as f:
+    with fs.create_file(
+        fs.shard_name(_join(output_dir, REJECTED_SEEDS_PREFIX), 0, 1) + ".jsonl"
+    ) as f:
         f.write("".join(line + "\n" for line in lines).encode("utf-8"))
 
 
@@ -297,7 +298,7 @@ def first_bad_records(output_dir: str, count: int = 3) -> list[str]:
     """'file: row N (line L): reason' of the first dead letters written to `output_dir`."""
     out = []
     for path in _match(_join(output_dir, BAD_RECORDS_GLOB)):
-        with FileSystems.open(path) as f:
+        with fs.open_stream(path) as f:
             for raw in f.read().decode("utf-8").splitlines():
                 bad = json.loads(raw)
                 line = f" (line {bad['line']})" if bad.get("line") is not None else ""
@@ -362,7 +363,7 @@ def summary(argv, args, counters: dict[str, int], seconds: float, **sections) ->
 def write_run_summary(output_dir: str, data: dict) -> str:
     """Writes `<output_dir>/run_summary.json` (last: its presence marks a complete run)."""
     path = _join(output_dir, SUMMARY_NAME)
-    with FileSystems.create(path) as f:
+    with fs.create_file(path) as f:
         f.write((json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode())
     return path
 

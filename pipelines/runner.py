@@ -1,4 +1,9 @@
-"""Shared CLI plumbing: offline local runner, one-line user errors, output paths."""
+"""Shared CLI plumbing: offline local runner, one-line user errors, output paths.
+
+Beam is imported only by the functions that build or run a pipeline (and by
+pipelines.local_runner), so that the CLIs' other paths (`--runner InMemory`, validate,
+estimate, stats, show) never load it.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +11,20 @@ import contextlib
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-from apache_beam.portability import python_urns
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-from pipelines import dofn_specs, option_views, resources, sdk_fork_server, streamed_inputs
 from pipelines.flags import MAX_OUTPUT_SHARDS
 from sampler.errors import UserError
-from sampler.partition import adjacency_cache
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 # Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
@@ -38,52 +40,28 @@ def make_runner(name: str | None):
     `--direct_running_mode=multi_processing --direct_num_workers=N`.
     """
     if name in LOCAL_RUNNERS:
+        from pipelines import dofn_specs, option_views
+        from pipelines.local_runner import LocalRunner
+
         dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
         option_views.install()  # one view of the options per class, not one per type check
         return LocalRunner()
     return name
 
 
-class LocalRunner(FnApiRunner):
-    """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path()
-    and get their input in bounded messages (pipelines.streamed_inputs).
+def __getattr__(name: str):
+    """`pipelines.runner.LocalRunner`, imported (with Beam) on first use."""
+    if name == "LocalRunner":
+        from pipelines.local_runner import LocalRunner
 
-    Beam's SDK worker prints every failed bundle's traceback to its stderr; the CLI reports
-    the error in one line instead (run_main) and names that file.
-    """
-
-    pipeline_proto = None  # the last run's, for pipelines.resources
-    worker_processes = False  # whether its SDK workers were processes (multi_processing)
-    counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
-
-    def run_via_runner_api(self, pipeline_proto, options):
-        redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
-        subprocess_sdks = [
-            environment
-            for environment in pipeline_proto.components.environments.values()
-            if environment.urn == python_urns.SUBPROCESS_SDK
-        ]
-        self.worker_processes = bool(subprocess_sdks)
-        fork_server = None
-        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
-            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
-        for environment in subprocess_sdks:
-            if fork_server is not None:
-                environment.payload = fork_server.worker_command().encode()
-            environment.payload += redirect
-        self.pipeline_proto = pipeline_proto
-        streamed_inputs.install()  # bounded messages to worker processes
-        adjacency_cache.clear()  # this run's label propagation shards only
-        try:
-            with resources.count_run() as self.counts:
-                return super().run_via_runner_api(pipeline_proto, options)
-        finally:
-            if fork_server is not None:
-                fork_server.stop()
+        return LocalRunner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:
     """Beam's options from every flag the CLI did not take itself."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     extra = [] if runner in LOCAL_RUNNERS else [f"--runner={runner}"]
     return PipelineOptions(list(beam_args) + extra)
 
@@ -96,6 +74,8 @@ _PIPELINE_TEMP_DIRS: list[str] = []
 def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     """The pipeline a CLI builds its stages on: `runner` (make_runner), Beam's options from
     every flag the CLI did not take itself."""
+    import apache_beam as beam
+
     pipeline = beam.Pipeline(
         runner=make_runner(runner), options=pipeline_options(beam_args, runner)
     )
@@ -124,6 +104,8 @@ def remote_job_lines(result, options: PipelineOptions) -> list[str]:
     Printed as soon as the job is submitted (before waiting for it), so that a launcher
     (scripts/launch_dataflow.sh) can report the job while it runs.
     """
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
     job_id = getattr(result, "job_id", None)
     if not callable(job_id) or not getattr(result, "has_job", False):
         return []

@@ -1,8 +1,9 @@
 """File names of Unigraph tables: resolving, expanding shard patterns and globs, guessing formats.
 
-Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work. This is the
-one kernel module that touches Beam, and it imports it lazily (on the first file operation), so
-importing the kernels never loads apache_beam.
+Paths with a scheme (`gs://`, `s3://`, ...) go through Beam's `FileSystems`. This is the one
+kernel module that touches Beam, and it imports it lazily, only for such a path: local paths
+are handled here with `os` and `open`, as Beam's LocalFileSystem handles them (the same glob
+rules, `.gz`/`.bz2`/`.xz` names decompressed), so a local run never loads apache_beam.
 
 A table file name may be
   * a plain path (`nodes.csv`),
@@ -13,10 +14,14 @@ A table file name may be
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import errno
+import gzip
+import lzma
 import os
 import re
+import shutil
 
 from sampler.errors import UserError
 
@@ -55,6 +60,95 @@ def has_scheme(path: str) -> bool:
     return bool(_SCHEME.match(path))
 
 
+# --------------------------------------------------------------------------- local paths
+# What Beam's LocalFileSystem does, without importing Beam.
+
+_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+_BEAM_ONLY_SUFFIXES = (".deflate", ".zst", ".zstd")
+
+
+def _translate(pattern: str) -> str:
+    """A glob as a regular expression, as Beam's FileSystem.translate_pattern: `*` does not
+    cross `/`, `**` does, `?` is any character, `[...]` a class."""
+    i, n, out = 0, len(pattern), ""
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if i < n and pattern[i] == "*":
+                out += ".*"
+                i += 1
+            else:
+                out += r"[^/\\]*"
+        elif c == "?":
+            out += "."
+        elif c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out += r"\["
+            else:
+                stuff = pattern[i:j].replace("\\", "\\\\")
+                i = j + 1
+                if stuff[0] == "!":
+                    stuff = "^" + stuff[1:]
+                elif stuff[0] == "^":
+                    stuff = "\\" + stuff
+                out += f"[{stuff}]"
+        else:
+            out += re.escape(c)
+    return r"(?ms)" + out + r"\Z"
+
+
+def _local_match(pattern: str) -> list[tuple[str, int, float]]:
+    """(path, size, mtime) of what Beam's FileSystems.match lists for a local pattern: the
+    path itself (file or folder) when it has no glob character, else the files below the
+    folder of the part before the first glob character whose path matches it."""
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:
+        if not os.path.exists(pattern):
+            return []
+        return [(pattern, os.path.getsize(pattern), os.path.getmtime(pattern))]
+    root = os.path.dirname(prefix)
+    if not os.path.exists(root):
+        return []
+    matches = re.compile(_translate(pattern)).match
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if matches(path):
+                try:
+                    found.append((path, os.path.getsize(path), os.path.getmtime(path)))
+                except OSError:  # removed while listing
+                    pass
+    return found
+
+
+def _local_open(path: str):
+    opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
+    return opener(path, "rb") if opener else open(path, "rb")  # noqa: SIM115 - returned
+
+
+def _local_create(path: str):
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    return open(path, "wb")  # noqa: SIM115 - returned
+
+
+def _native(path: str) -> bool:
+    """Whether this module handles `path` itself (local, and no compression only Beam reads)."""
+    return not has_scheme(path) and not path.lower().endswith(_BEAM_ONLY_SUFFIXES)
+
+
 def resolve_pattern(filename: str, schema_dir: str) -> str:
     """Resolves a table file name from a schema against the schema's directory.
 
@@ -65,16 +159,20 @@ def resolve_pattern(filename: str, schema_dir: str) -> str:
         raise UserError("empty table file name in the schema")
     if has_scheme(filename) or os.path.isabs(filename) or not schema_dir:
         return filename
-    return _filesystems().join(schema_dir, filename)
+    return join(schema_dir, filename)
 
 
 def join(base: str, name: str) -> str:
     """`base/name` for a local directory or a URL such as gs://bucket/dir."""
+    if not has_scheme(base):
+        return os.path.join(base, name)
     return _filesystems().join(base, name)
 
 
 def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
+    if not has_scheme(pattern):
+        return [path for path, _, _ in _local_match(pattern)]
     return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
 
 
@@ -90,15 +188,16 @@ def _is_local_dir(path: str) -> bool:
 def _match_one(pattern: str) -> list[tuple[str, int]]:
     """(path, size) of the files matching a glob or plain path; directories are skipped."""
     try:
-        results = _filesystems().match([pattern])
+        if has_scheme(pattern):
+            listed = [
+                (m.path, int(m.size_in_bytes))
+                for m in _filesystems().match([pattern])[0].metadata_list
+            ]
+        else:
+            listed = [(path, size) for path, size, _ in _local_match(pattern)]
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
         raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
-    found = []
-    for metadata in results[0].metadata_list:
-        if _is_local_dir(metadata.path):
-            continue
-        found.append((metadata.path, int(metadata.size_in_bytes)))
-    return found
+    return [(path, size) for path, size in listed if not _is_local_dir(path)]
 
 
 def expand_files(pattern: str, allow_empty: bool = False) -> list[str]:
@@ -185,13 +284,13 @@ def _first_line(error: BaseException) -> str:
 
 def open_stream(path: str):
     """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
-    return _filesystems().open(path)
+    return _local_open(path) if _native(path) else _filesystems().open(path)
 
 
 def open_file(path: str):
     """A binary read stream of `path` (local, gs://, ...); `.gz`/`.bz2` names are decompressed."""
     try:
-        return _filesystems().open(path)
+        return open_stream(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
 
@@ -199,9 +298,15 @@ def open_file(path: str):
 def create_file(path: str):
     """A binary write stream creating `path` (local, gs://, ...), written as is (uncompressed)."""
     try:
-        return _filesystems().create(path, compression_type="uncompressed")
+        return _create(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
+
+
+def _create(path: str):
+    if not has_scheme(path):
+        return _local_create(path)
+    return _filesystems().create(path, compression_type="uncompressed")
 
 
 @contextlib.contextmanager
@@ -210,7 +315,7 @@ def write_output(path: str):
     an OS error while creating, writing or closing it (a full disk: ENOSPC) becomes one line
     naming the path (write_error)."""
     try:
-        stream = _filesystems().create(path, compression_type="uncompressed")
+        stream = _create(path)
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError (an OSError) remotely
         raise write_error(path, e) from e
     try:
@@ -241,6 +346,8 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     """(path, size in bytes, modification time or None) of existing files (one listing call)."""
     if not paths:
         return []
+    if not any(has_scheme(path) for path in paths):
+        return [found for path in paths for found in _local_match(path)]
     try:
         results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
@@ -255,7 +362,23 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
 
 def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
+    if not has_scheme(path):
+        return os.path.exists(path)
     return _filesystems().exists(path)
+
+
+def delete(paths: list[str]) -> None:
+    """Deletes files and folders (recursively), local or gs://...; OSError if one fails."""
+    remote = [path for path in paths if has_scheme(path)]
+    if remote:
+        _filesystems().delete(remote)
+    for path in paths:
+        if has_scheme(path):
+            continue
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
 
 
 def write_text(path: str, text: str) -> None:
