@@ -92,7 +92,7 @@ def _small_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def framed_bytes(values) -> tuple[np.ndarray, np.ndarray]:
     """Each byte string as a BytesList value (0x0a, varint length, bytes), concatenated; and
     the framed length of each. A value that is not bytes is a ValueError."""
-    values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    values = values.tolist() if hasattr(values, "tolist") else list(values)
     try:
         data = np.frombuffer(b"".join(values), _U8)
     except TypeError as e:

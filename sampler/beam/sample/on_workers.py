@@ -21,7 +21,7 @@ from sampler.beam.sample.sharded import (
     SizeCounters,
     ToBuckets,
     count_received,
-    encoded_batches,
+    encoded_chunk_batches,
 )
 from sampler.beam.sample.snapshot import mapped_graph
 from sampler.graph_checks import edge_shape_counts
@@ -122,8 +122,20 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
 
         def process(self, bucket_parts, *side):
-            bucket, subgraphs, counters = self.sample(bucket_parts, side)
-            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            bucket, parts = bucket_parts
+            loaded = self.graph_on_worker(side)
+            seeds = self.received_seeds(self._kernel.seeds_type, parts)
+            counters = collections.Counter()
+            chunks = self._kernel.sample_chunks(
+                self._graph,
+                self._plan,
+                loaded.memory,
+                seeds,
+                self._randomness,
+                counters,
+                self._chunk_size,
+            )
+            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
