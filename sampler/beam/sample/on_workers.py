@@ -122,19 +122,7 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
 
         def process(self, bucket_parts, *side):
-            bucket, parts = bucket_parts
-            loaded = self.graph_on_worker(side)
-            seeds = self.received_seeds(self._kernel.seeds_type, parts)
-            counters = collections.Counter()
-            chunks = self._kernel.sample_chunks(
-                self._graph,
-                self._plan,
-                loaded.memory,
-                seeds,
-                self._randomness,
-                counters,
-                self._chunk_size,
-            )
+            bucket, chunks, counters = self.sample(bucket_parts, side, by_chunk=True)
             yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
 
@@ -157,13 +145,15 @@ class SampleOnWorkers(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             return seeds
 
-        def sample(self, bucket_parts, side):
-            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
+        def sample(self, bucket_parts, side, by_chunk: bool = False):
+            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds;
+            `by_chunk`: SubgraphChunks (sampler.sample.encode_chunk) instead of subgraphs."""
             bucket, parts = bucket_parts
             loaded = self.graph_on_worker(side)
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
             counters = collections.Counter()
-            subgraphs = self._kernel.sample(
+            sample = self._kernel.sample_chunks if by_chunk else self._kernel.sample
+            subgraphs = sample(
                 self._graph,
                 self._plan,
                 loaded.memory,
