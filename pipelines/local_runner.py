@@ -25,6 +25,14 @@ class LocalRunner(FnApiRunner):
     worker_processes = False  # whether its SDK workers were processes (multi_processing)
     counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
 
+    _fork_server = None  # started early by start_fork_server, used by the next run
+
+    def start_fork_server(self) -> None:
+        """Starts the SDK worker fork server now, so that its imports overlap the building of
+        the pipeline (pipelines.runner.new_pipeline, for multi_processing runs)."""
+        if self._fork_server is None and os.environ.get(FORK_WORKERS, "1") != "0":
+            self._fork_server = sdk_fork_server.ForkServer()
+
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
         subprocess_sdks = [
@@ -33,9 +41,13 @@ class LocalRunner(FnApiRunner):
             if environment.urn == python_urns.SUBPROCESS_SDK
         ]
         self.worker_processes = bool(subprocess_sdks)
-        fork_server = None
+        fork_server, self._fork_server = self._fork_server, None
         if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
-            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
+            fork_server = fork_server or sdk_fork_server.ForkServer()  # workers forked warm
+            fork_server.wait_ready()
+        elif fork_server is not None:
+            fork_server.stop()
+            fork_server = None
         for environment in subprocess_sdks:
             if fork_server is not None:
                 environment.payload = fork_server.worker_command().encode()

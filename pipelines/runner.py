@@ -75,10 +75,16 @@ def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     """The pipeline a CLI builds its stages on: `runner` (make_runner), Beam's options from
     every flag the CLI did not take itself."""
     import apache_beam as beam
+    from apache_beam.options.pipeline_options import DirectOptions
 
-    pipeline = beam.Pipeline(
-        runner=make_runner(runner), options=pipeline_options(beam_args, runner)
-    )
+    options = pipeline_options(beam_args, runner)
+    local = make_runner(runner)
+    if (
+        hasattr(local, "start_fork_server")
+        and options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    ):
+        local.start_fork_server()  # its imports overlap the building of the pipeline
+    pipeline = beam.Pipeline(runner=local, options=options)
     _PIPELINE_TEMP_DIRS.append(pipeline.local_tempdir)
     return pipeline
 

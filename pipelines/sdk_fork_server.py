@@ -45,11 +45,14 @@ class ForkServer:
     """The server process, started by the runner; `worker_command` is what Beam runs per worker."""
 
     def __init__(self):
+        """Starts the server; it imports in the background until `wait_ready`."""
         self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-")
         self.socket_path = os.path.join(self._dir, "fork.sock")
         self._process = subprocess.Popen(
             [sys.executable, "-c", _SERVER, self.socket_path], stdin=subprocess.PIPE
         )
+
+    def wait_ready(self) -> None:
         deadline = time.time() + _START_TIMEOUT_S
         while not os.path.exists(self.socket_path):
             if self._process.poll() is not None or time.time() > deadline:
