@@ -82,9 +82,10 @@ def option_strings(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def check_unknown(parser: argparse.ArgumentParser, beam_args: list[str]) -> None:
-    """UserError naming the first argument that neither `parser` nor Beam knows."""
+    """UserError naming the first argument that neither `parser` nor Beam knows (Beam's option
+    classes are imported only when there is something left to check)."""
     if not beam_args:
-        return  # nothing for Beam: apache_beam stays unimported (partition --runner InMemory)
+        return
     beam = _beam_parser()
     unknown = beam.parse_known_args(list(beam_args))[1]
     if not unknown:

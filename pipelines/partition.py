@@ -22,7 +22,7 @@ import re
 import time
 
 from pipelines import accounting, cli, flags, partition_in_memory
-from pipelines.cli_main import note_output, run_main
+from pipelines.runner import note_output, run_main
 from sampler.beam.partition.config import METHODS, PartitionConfig
 from sampler.errors import UserError
 from sampler.io import files

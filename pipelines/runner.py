@@ -1,43 +1,30 @@
-"""Shared CLI plumbing: offline local runner, one-line user errors, output paths."""
+"""Shared CLI plumbing: offline local runner, one-line user errors, output paths.
+
+Beam is imported only by the functions that build or run a pipeline (and by
+pipelines.local_runner), so that the CLIs' other paths (`--runner InMemory`, validate,
+estimate, stats, show) never load it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
-import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
-from apache_beam.portability import python_urns
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-from pipelines import (
-    cli_main,
-    dofn_specs,
-    option_views,
-    resources,
-    sdk_fork_server,
-    streamed_inputs,
-)
-from pipelines.cli_main import (  # noqa: F401 - Beam-free, re-exported for the CLIs
-    INTERRUPTED_EXIT,
-    LOGIN_HINT,
-    WORKER_LOGGERS,
-    Interrupt,
-    check_gcp_credentials,
-    child_processes,
-    end_child_processes,
-    interrupted_line,
-    needs_gcp,
-    note_output,
-    remove_pipeline_temp_dirs,
-    run_main,
-    user_error_message,
-    worker_log_path,
-)
 from pipelines.flags import MAX_OUTPUT_SHARDS
 from sampler.errors import UserError
-from sampler.partition import adjacency_cache
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
 
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 # Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
@@ -53,64 +40,59 @@ def make_runner(name: str | None):
     `--direct_running_mode=multi_processing --direct_num_workers=N`.
     """
     if name in LOCAL_RUNNERS:
+        from pipelines import dofn_specs, option_views
+        from pipelines.local_runner import LocalRunner
+
         dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
         option_views.install()  # one view of the options per class, not one per type check
         return LocalRunner()
     return name
 
 
-class LocalRunner(FnApiRunner):
-    """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path()
-    and get their input in bounded messages (pipelines.streamed_inputs).
+def __getattr__(name: str):
+    """`pipelines.runner.LocalRunner`, imported (with Beam) on first use."""
+    if name == "LocalRunner":
+        from pipelines.local_runner import LocalRunner
 
-    Beam's SDK worker prints every failed bundle's traceback to its stderr; the CLI reports
-    the error in one line instead (run_main) and names that file.
-    """
-
-    pipeline_proto = None  # the last run's, for pipelines.resources
-    worker_processes = False  # whether its SDK workers were processes (multi_processing)
-    counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
-
-    def run_via_runner_api(self, pipeline_proto, options):
-        redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
-        subprocess_sdks = [
-            environment
-            for environment in pipeline_proto.components.environments.values()
-            if environment.urn == python_urns.SUBPROCESS_SDK
-        ]
-        self.worker_processes = bool(subprocess_sdks)
-        fork_server = None
-        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
-            fork_server = sdk_fork_server.ForkServer()  # workers forked warm, not started cold
-        for environment in subprocess_sdks:
-            if fork_server is not None:
-                environment.payload = fork_server.worker_command().encode()
-            environment.payload += redirect
-        self.pipeline_proto = pipeline_proto
-        streamed_inputs.install()  # bounded messages to worker processes
-        adjacency_cache.clear()  # this run's label propagation shards only
-        try:
-            with resources.count_run() as self.counts:
-                return super().run_via_runner_api(pipeline_proto, options)
-        finally:
-            if fork_server is not None:
-                fork_server.stop()
+        return LocalRunner
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOptions:
     """Beam's options from every flag the CLI did not take itself."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
     extra = [] if runner in LOCAL_RUNNERS else [f"--runner={runner}"]
     return PipelineOptions(list(beam_args) + extra)
+
+
+# The local temporary folders of the pipelines this process built (Beam makes one per
+# Pipeline and removes it only when that pipeline runs to its end); run_main removes them.
+_PIPELINE_TEMP_DIRS: list[str] = []
 
 
 def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     """The pipeline a CLI builds its stages on: `runner` (make_runner), Beam's options from
     every flag the CLI did not take itself."""
-    pipeline = beam.Pipeline(
-        runner=make_runner(runner), options=pipeline_options(beam_args, runner)
-    )
-    cli_main.note_pipeline_temp_dir(pipeline.local_tempdir)  # run_main removes it
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    options = pipeline_options(beam_args, runner)
+    local = make_runner(runner)
+    if (
+        hasattr(local, "start_fork_server")
+        and options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+    ):
+        local.start_fork_server()  # its imports overlap the building of the pipeline
+    pipeline = beam.Pipeline(runner=local, options=options)
+    _PIPELINE_TEMP_DIRS.append(pipeline.local_tempdir)
     return pipeline
+
+
+def remove_pipeline_temp_dirs() -> None:
+    """Removes the `beam-pipeline-temp*` folders of the pipelines new_pipeline built."""
+    while _PIPELINE_TEMP_DIRS:
+        shutil.rmtree(_PIPELINE_TEMP_DIRS.pop(), ignore_errors=True)
 
 
 def submit(pipeline: beam.Pipeline):
@@ -128,6 +110,8 @@ def remote_job_lines(result, options: PipelineOptions) -> list[str]:
     Printed as soon as the job is submitted (before waiting for it), so that a launcher
     (scripts/launch_dataflow.sh) can report the job while it runs.
     """
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
     job_id = getattr(result, "job_id", None)
     if not callable(job_id) or not getattr(result, "has_job", False):
         return []
@@ -157,3 +141,249 @@ def output_shards(pattern: str) -> tuple[str, int, str | None]:
             )
         return match.group("base"), count, None
     return pattern, 1, ""
+
+
+_WORKER_USER_ERROR = re.compile(r"UserError: (?P<message>[^\n]+)")
+
+
+def user_error_message(error: BaseException) -> str | None:
+    """The message of a UserError, also when a runner re-raised it from a worker as text."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, UserError):
+            return _RUNNING.sub("", str(seen).splitlines()[0])
+        seen = seen.__cause__ or seen.__context__
+    match = _WORKER_USER_ERROR.search(str(error))
+    return _RUNNING.sub("", match.group("message")) if match else None
+
+
+_RUNNING = re.compile(r" \[while running '[^']*'\]$")  # Beam's suffix on a worker's error
+
+
+LOGIN_HINT = (
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+    "to a service account key file"
+)
+
+
+def needs_gcp(argv: list[str]) -> bool:
+    """Whether a command line touches Google Cloud: a gs:// path or the DataflowRunner."""
+    joined = " ".join(argv)
+    return "gs://" in joined or re.search(r"--runner[= ]DataflowRunner\b", joined) is not None
+
+
+def check_gcp_credentials(argv: list[str]) -> None:
+    """Stops at once, with how to log in, when `argv` needs Google Cloud and no credentials
+    are found; else Beam's GCS client would retry for minutes with tracebacks.
+
+    google.auth looks at GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default
+    credentials file, then the GCE metadata server (a few seconds at most, offline).
+    """
+    if not needs_gcp(argv):
+        return
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+    except ImportError:  # no GCP support installed: Beam reports that itself
+        return
+    try:
+        google.auth.default()
+    except DefaultCredentialsError as e:
+        reason = str(e).split(". ")[0].rstrip(".") or "not found"
+        raise UserError(
+            f"no Google Cloud credentials for gs:// or Dataflow ({reason}): {LOGIN_HINT}"
+        ) from None
+
+
+# Where local SDK workers' logs arrive: multi-process workers send every record, with its
+# stack trace, through the job service's logger; in-process workers log under runners.worker;
+# the runner logs there the errors of closing worker processes that already ended (a Ctrl-C).
+WORKER_LOGGERS = (
+    "apache_beam.runners.portability.local_job_service",
+    "apache_beam.runners.worker",
+    "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+)
+
+
+def worker_log_path() -> str:
+    """The file that takes local workers' log records for this process's run."""
+    return os.path.join(tempfile.gettempdir(), f"beam_graph_workers_{os.getpid()}.log")
+
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
+class Interrupt:
+    """SIGINT (Ctrl-C) while a CLI runs: the first one raises KeyboardInterrupt in the main
+    thread (the CLIs remove their partial output as for any failed run, then run_main prints
+    one line and returns 130); a second one, while that cleanup runs, exits at once."""
+
+    def __init__(self):
+        self.seen = False
+        self._saved = None
+
+    def __enter__(self):
+        self._saved_hook = threading.excepthook
+        threading.excepthook = self._thread_error
+        try:
+            self._saved = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread: leave Python's own handler
+            self._saved = None
+        return self
+
+    def _on_sigint(self, signum, frame):
+        if self.seen:
+            os._exit(INTERRUPTED_EXIT)
+        self.seen = True
+        # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
+        # whole process group, but not a SIGINT sent to this process alone: end them, else
+        # the runner's cleanup waits for them forever.
+        end_child_processes(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    @staticmethod
+    def _thread_error(args):
+        """An error that ends one of the runner's threads (e.g. its worker processes ended by the
+        same Ctrl-C) goes to the worker log, not stderr: the main thread reports the run's."""
+        if args.exc_type is SystemExit:
+            return
+        logging.getLogger(WORKER_LOGGERS[0]).error(
+            "thread %s ended", getattr(args.thread, "name", "?"),
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )  # fmt: skip
+
+    def __exit__(self, *exc):
+        threading.excepthook = self._saved_hook
+        if self._saved is not None:
+            signal.signal(signal.SIGINT, self._saved)
+        return False
+
+
+def child_processes() -> list[int]:
+    """The ids of this process's descendants (Linux /proc; [] where there is none)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def end_child_processes(sig: int, wait_s: float = 0.0) -> None:
+    """Sends `sig` to every descendant; with `wait_s`, then waits that long for them to end
+    and kills what is left (no orphan outlives an interrupted run)."""
+    for pid in child_processes():
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + wait_s
+    while wait_s and child_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if wait_s:
+        for pid in child_processes():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C.
+_OUTPUT = {"folder": None}
+
+
+def note_output(folder: str) -> None:
+    """Names the output folder in run_main's `interrupted` line."""
+    _OUTPUT["folder"] = folder or "."
+
+
+def interrupted_line() -> str:
+    folder = _OUTPUT["folder"]
+    if folder is None:
+        return "interrupted (Ctrl-C); nothing written"
+    return (
+        f"interrupted (Ctrl-C); the run's partial output in {folder} was removed (its manifest"
+        " and any dead letters stay)"
+    )
+
+
+def _was_interrupted(error: BaseException, interrupt: Interrupt) -> bool:
+    """A Ctrl-C, also when a runner re-raised it as another error (e.g. Beam's
+    `RuntimeError: KeyboardInterrupt [while running ...]`)."""
+    if interrupt.seen or isinstance(error, KeyboardInterrupt):
+        return True
+    seen = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def run_main(main_fn, argv=None) -> int:
+    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2, a Ctrl-C one
+    line and exit code 130 (the CLI bodies remove their partial output on any exception).
+
+    Local workers' logs (with their tracebacks) go to worker_log_path(), never to stderr; the
+    file is kept, and named in the error line, when the run fails, else removed.
+    """
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Beam logs a failing DoFn's traceback before re-raising; the CLI reports it instead.
+    logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
+    # The dead-letter sink writes no file when no row was bad, and Beam warns about that.
+    logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
+    log_path = worker_log_path()
+    handler = logging.FileHandler(log_path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved = []
+    for name in WORKER_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.propagate))
+        logger.addHandler(handler)
+        logger.propagate = False
+    failed = True
+    if os.path.exists(log_path):
+        os.remove(log_path)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _OUTPUT["folder"] = None
+    with Interrupt() as interrupt:
+        try:
+            check_gcp_credentials(argv)
+            main_fn(argv)
+            failed = False
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
+            if _was_interrupted(e, interrupt):
+                failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
+                end_child_processes(signal.SIGTERM, wait_s=5.0)
+                print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
+                return INTERRUPTED_EXIT
+            message = user_error_message(e)
+            handler.flush()
+            logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
+            if message is None:
+                if logged:
+                    print(f"worker logs: {log_path}", file=sys.stderr)
+                raise
+            where = f" (worker logs: {log_path})" if logged else ""
+            print(f"error: {message}{where}", file=sys.stderr)
+            return 2
+        finally:
+            for logger, propagate in saved:
+                logger.removeHandler(handler)
+                logger.propagate = propagate
+            handler.close()
+            if os.path.exists(log_path) and (not failed or not os.path.getsize(log_path)):
+                os.remove(log_path)
+            remove_pipeline_temp_dirs()
+    return 0

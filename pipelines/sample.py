@@ -19,25 +19,26 @@ import os
 import re
 import time
 import uuid
+from typing import TYPE_CHECKING
 
-import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from google.protobuf import text_format
 
 from pipelines import accounting, cli, flags, sample_in_memory
-from pipelines.progress import CountOutput, Progress, stage_times, summary_lines
-from pipelines.resources import resource_lines, run_resources
 from pipelines.runner import new_pipeline, note_output, output_shards, run_main, submit
-from sampler.beam.sample.graph_tensors import SHARDED_LINKS, SamplingOptions, sample_graph_tensors
-from sampler.beam.sample.write import WriteRecordShards
 from sampler.errors import UserError
-from sampler.io import graph_tables
+from sampler.io import files, graph_tables
 from sampler.sample.encode import output_schema
-from sampler.sample.link import link_output_schema
+from sampler.sample.link import SHARDED_LINKS, link_output_schema
 from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
 from sampler.tools.placement_cost import process_gb
+
+if TYPE_CHECKING:
+    import apache_beam as beam
+
+# Beam (apache_beam, sampler.beam, pipelines.progress and pipelines.resources) is imported by
+# the functions that build and run a pipeline: `--runner InMemory` never loads it.
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -233,6 +234,8 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
     entry point's code path); returns the PCollection of RecordBatches. `temp_dir`: the run's
     temporary folder (the `worker` placement's graph snapshot goes there)."""
+    from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
+
     options = SamplingOptions(
         Randomness(config.seed),
         placement(graph, config, plan),
@@ -326,13 +329,13 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
 
 
 def write_output_schema(graph, output_dir: str, plan: SamplingPlan | None = None) -> str:
-    path = FileSystems.join(output_dir, "schema.pbtxt") if output_dir else "schema.pbtxt"
+    path = files.join(output_dir, "schema.pbtxt") if output_dir else "schema.pbtxt"
     schema = (
         graph.schema
         if plan is None or plan.link is None
         else link_output_schema(graph.schema, plan)
     )
-    with FileSystems.create(path) as f:
+    with files.create_file(path) as f:
         f.write(text_format.MessageToString(output_schema(schema)).encode())
     return path
 
@@ -359,15 +362,20 @@ def construct(argv) -> Construction:
 
 def construct_loaded(loaded: Loaded) -> Construction:
     """Builds the whole pipeline from flags already loaded. Input files are listed here."""
+    import apache_beam as beam
+
+    from pipelines.progress import CountOutput
+    from sampler.beam.sample.write import WriteRecordShards
+
     config, graph = loaded.config, loaded.graph
     prefix, num_shards, template = output_shards(config.output_samples)
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     pipeline = new_pipeline(loaded.beam_args, config.runner)
-    temp_dir = FileSystems.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    temp_dir = files.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     local = "://" not in temp_dir
-    snapshots = FileSystems.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
+    snapshots = files.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
     batches = build(pipeline, graph, loaded.plan, config, snapshots)
     writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
     _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
@@ -381,6 +389,8 @@ def main_body(argv) -> None:
     if config.runner == sample_in_memory.IN_MEMORY:
         main_in_memory(loaded, start)
         return
+    from pipelines.progress import Progress
+
     job = construct_loaded(loaded)
     note_output(job.output_dir)
     try:
@@ -406,6 +416,8 @@ def main_body(argv) -> None:
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
+    from pipelines.resources import resource_lines
+
     used = sample_resources(job.pipeline, result, config, counters)
     for line in resource_lines(used, used and used.get("output_bytes")):
         print(line)
@@ -418,12 +430,16 @@ def main_body(argv) -> None:
 
 def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict | None:
     """pipelines.resources' figures, with the output's bytes and shuffle bytes per subgraph."""
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.resources import run_resources
+
     used = run_resources(pipeline)
     if used is None:
         return None
     prefix = output_shards(config.output_samples)[0]
-    files = FileSystems.match([prefix + "*"])[0].metadata_list
-    output = sum(f.size_in_bytes for f in files if re.fullmatch(
+    matched = FileSystems.match([prefix + "*"])[0].metadata_list
+    output = sum(f.size_in_bytes for f in matched if re.fullmatch(
         owned_outputs(config)[0], f.path.rsplit("/", 1)[-1]))  # fmt: skip
     subgraphs = counters.get("subgraphs", 0)
     return {
@@ -494,6 +510,8 @@ def counters_of(result) -> dict[str, int]:
 
 
 def print_summary(result, output: str, schema_path: str, seconds: float) -> None:
+    from pipelines.progress import stage_times, summary_lines
+
     counters = counters_of(result)
     print(f"samples: {output}")
     print(f"schema:  {schema_path}")

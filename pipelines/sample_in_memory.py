@@ -7,6 +7,7 @@ the floor of the benchmarks and the oracle of the pipeline's tests.
 from __future__ import annotations
 
 import collections
+import struct
 import time
 
 import numpy as np
@@ -21,7 +22,8 @@ from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify
-from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode import encode_specs
+from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.rejected import rejected_seed_lines
 
 IN_MEMORY = "InMemory"
@@ -50,8 +52,8 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
         accounting.write_rejected_seeds_file(rejected, output_dir)
     randomness = in_memory.Randomness(args.seed)
-    subgraphs = in_memory.sample_in_memory(graph, plan, mem, seeds, randomness, counters)
-    _write(args, subgraphs, encode_specs(graph.schema))
+    chunks = in_memory.sample_chunks(graph, plan, mem, seeds, randomness, counters)
+    _write(args, chunks, encode_specs(graph.schema), counters)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
 
@@ -79,20 +81,33 @@ def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
     return {k: v for k, v in out.items() if v or k.startswith("rows_read/")}
 
 
-def _write(args, subgraphs, specs) -> None:
+def _write(args, chunks, specs, counters) -> None:
+    """Encodes chunk by chunk (encode_chunk) and writes record i to shard i % shards."""
     prefix, num_shards, template = output_shards(args.output_samples)
     paths = (
         [prefix]
         if template == ""
         else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
     )
-    writers = [create_file(path) for path in paths]  # TFRecord framing: sampler.io.tfrecord
+    writers = [create_file(path) for path in paths]
     try:
-        for i, subgraph in enumerate(subgraphs):
-            writers[i % len(writers)].write(tfrecord.frame([encode_subgraph(subgraph, specs)]))
+        i = 0
+        for chunk in chunks:
+            for record in encode_chunk(chunk, specs):
+                _write_record(writers[i % len(writers)], record)
+                i += 1
+            counters["subgraphs"] += len(chunk)
     finally:
         for writer in writers:
             writer.close()
+
+
+def _write_record(writer, record: bytes) -> None:
+    """One TFRecord (the framing of sampler.io.tfrecord.frame), without copying `record`."""
+    length = struct.pack("<Q", len(record))
+    writer.write(length + struct.pack("<I", tfrecord.masked_crc(length)))
+    writer.write(record)
+    writer.write(struct.pack("<I", tfrecord.masked_crc(record)))
 
 
 def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.Counter:
@@ -109,7 +124,7 @@ def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.
     counters = collections.Counter(
         seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem)
     )
-    subgraphs = link.sample_links_in_memory(
+    chunks = link.sample_link_chunks(
         graph,
         plan,
         mem,
@@ -119,6 +134,6 @@ def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.
         args.negatives_per_seed,
         args.keep_seed_edges,
     )
-    _write(args, subgraphs, encode_specs(link.link_output_schema(graph.schema, plan)))
+    _write(args, chunks, encode_specs(link.link_output_schema(graph.schema, plan)), counters)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

@@ -12,7 +12,7 @@ forked workers share the server's imported pages copy-on-write.
 The server has imported gRPC but never opened a channel or started a thread, so forking it is
 safe; it exits when the runner closes its stdin (the runner ends, or dies).
 
-  python -m pipelines.sdk_fork_server SOCKET
+  python -c "...; from pipelines.sdk_fork_server import serve; serve(SOCKET)" SOCKET
 """
 
 from __future__ import annotations
@@ -30,6 +30,13 @@ import tempfile
 import time
 import traceback
 
+# Ctrl-C is the runner's to handle (it closes our stdin): the server ignores SIGINT from its
+# first line, before `pipelines` installs its start-up handler for CLIs; the forked workers
+# take it as Beam's cold workers do.
+_SERVER = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "from pipelines.sdk_fork_server import serve; serve(sys.argv[1])"
+)
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_fork_client.py")
 _START_TIMEOUT_S = 120
 
@@ -38,12 +45,14 @@ class ForkServer:
     """The server process, started by the runner; `worker_command` is what Beam runs per worker."""
 
     def __init__(self):
+        """Starts the server; it imports in the background until `wait_ready`."""
         self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-")
         self.socket_path = os.path.join(self._dir, "fork.sock")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.sdk_fork_server", self.socket_path],
-            stdin=subprocess.PIPE,
+            [sys.executable, "-c", _SERVER, self.socket_path], stdin=subprocess.PIPE
         )
+
+    def wait_ready(self) -> None:
         deadline = time.time() + _START_TIMEOUT_S
         while not os.path.exists(self.socket_path):
             if self._process.poll() is not None or time.time() > deadline:
@@ -163,7 +172,3 @@ def serve(socket_path: str) -> None:
                 except OSError:
                     pass
                 conn.close()
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1])

@@ -9,15 +9,31 @@ from __future__ import annotations
 import numpy as np
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """np.unique(values) by sorting."""
-    out = np.sort(values)
+def sorted_unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
+    """np.unique(values) by sorting (`kind`: np.sort's; "stable" for nearly sorted values)."""
+    out = np.sort(values, kind=kind)
     if len(out) < 2:
         return out
     keep = np.empty(len(out), dtype=bool)
     keep[0] = True
     np.not_equal(out[1:], out[:-1], out=keep[1:])
     return out[keep]
+
+
+# Above this many possible values a bitmap costs more memory than it saves time.
+_BITMAP_LIMIT = 1 << 27
+
+
+def sorted_unique_below(values: np.ndarray, bound: int) -> np.ndarray:
+    """sorted_unique(values) for non-negative ints below `bound`: by a bitmap of `bound` bits
+    when that is cheaper than sorting (bound small next to the number of values)."""
+    bound = int(bound)
+    if bound > _BITMAP_LIMIT or bound > 16 * len(values) + (1 << 16):
+        # concatenated sorted parts: timsort merges their runs
+        return sorted_unique(values, kind="stable")
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    return np.flatnonzero(seen).astype(values.dtype, copy=False)
 
 
 def sorted_unique_index(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -151,10 +151,10 @@ def test_lexsort_two_is_lexsort():
 
 
 def test_local_files_match_like_beam(tmp_path):
-    """sampler/io/local_files.py lists what Beam's FileSystems.match lists."""
+    """sampler/io/files.py lists local files (without Beam) as Beam's FileSystems.match does."""
     from apache_beam.io.filesystems import FileSystems
 
-    from sampler.io import local_files
+    from sampler.io import files
 
     for name in ("a.csv", "b.csv", "sub/c.csv", "sub/deep/d.csv", "e.parquet-00000-of-00002"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -163,4 +163,4 @@ def test_local_files_match_like_beam(tmp_path):
                     "a.csv", "missing.csv", "sub", "sub/", "nothere/*"):  # fmt: skip
         path = str(tmp_path / pattern)
         beam = sorted(m.path for m in FileSystems.match([path])[0].metadata_list)
-        assert sorted(p for p, _, _ in local_files.match(path)) == beam, pattern
+        assert sorted(files.match(path)) == beam, pattern

@@ -1,10 +1,9 @@
 """File names of Unigraph tables: resolving, expanding shard patterns and globs, guessing formats.
 
-Paths go through Beam's `FileSystems`, so `gs://`, `s3://` and local paths all work. This is the
-one kernel module that touches Beam, and it imports it lazily (on the first file operation of a
-path with a scheme, or of a local file Beam would decompress), so importing the kernels never
-loads apache_beam, and neither does a run on local files (sampler/io/local_files.py, which
-does what Beam's LocalFileSystem does).
+Paths with a scheme (`gs://`, `s3://`, ...) go through Beam's `FileSystems`. This is the one
+kernel module that touches Beam, and it imports it lazily, only for such a path: local paths
+are handled here with `os` and `open`, as Beam's LocalFileSystem handles them (the same glob
+rules, `.gz`/`.bz2`/`.xz` names decompressed), so a local run never loads apache_beam.
 
 A table file name may be
   * a plain path (`nodes.csv`),
@@ -15,13 +14,16 @@ A table file name may be
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import errno
+import gzip
+import lzma
 import os
 import re
+import shutil
 
 from sampler.errors import UserError
-from sampler.io import local_files
 
 FORMATS = ("csv", "tfrecord", "parquet")
 
@@ -58,6 +60,95 @@ def has_scheme(path: str) -> bool:
     return bool(_SCHEME.match(path))
 
 
+# --------------------------------------------------------------------------- local paths
+# What Beam's LocalFileSystem does, without importing Beam.
+
+_DECOMPRESS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".lzma": lzma.open}
+_BEAM_ONLY_SUFFIXES = (".deflate", ".zst", ".zstd")
+
+
+def _translate(pattern: str) -> str:
+    """A glob as a regular expression, as Beam's FileSystem.translate_pattern: `*` does not
+    cross `/`, `**` does, `?` is any character, `[...]` a class."""
+    i, n, out = 0, len(pattern), ""
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if i < n and pattern[i] == "*":
+                out += ".*"
+                i += 1
+            else:
+                out += r"[^/\\]*"
+        elif c == "?":
+            out += "."
+        elif c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                out += r"\["
+            else:
+                stuff = pattern[i:j].replace("\\", "\\\\")
+                i = j + 1
+                if stuff[0] == "!":
+                    stuff = "^" + stuff[1:]
+                elif stuff[0] == "^":
+                    stuff = "\\" + stuff
+                out += f"[{stuff}]"
+        else:
+            out += re.escape(c)
+    return r"(?ms)" + out + r"\Z"
+
+
+def _local_match(pattern: str) -> list[tuple[str, int, float]]:
+    """(path, size, mtime) of what Beam's FileSystems.match lists for a local pattern: the
+    path itself (file or folder) when it has no glob character, else the files below the
+    folder of the part before the first glob character whose path matches it."""
+    if pattern.endswith(("/", "\\")):
+        pattern += "*"
+    prefix = re.match(r"^[^[*?]*", pattern).group(0)
+    if prefix == pattern:
+        if not os.path.exists(pattern):
+            return []
+        return [(pattern, os.path.getsize(pattern), os.path.getmtime(pattern))]
+    root = os.path.dirname(prefix)
+    if not os.path.exists(root):
+        return []
+    matches = re.compile(_translate(pattern)).match
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            if matches(path):
+                try:
+                    found.append((path, os.path.getsize(path), os.path.getmtime(path)))
+                except OSError:  # removed while listing
+                    pass
+    return found
+
+
+def _local_open(path: str):
+    opener = _DECOMPRESS.get(os.path.splitext(path)[1].lower())
+    return opener(path, "rb") if opener else open(path, "rb")  # noqa: SIM115 - returned
+
+
+def _local_create(path: str):
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    return open(path, "wb")  # noqa: SIM115 - returned
+
+
+def _native(path: str) -> bool:
+    """Whether this module handles `path` itself (local, and no compression only Beam reads)."""
+    return not has_scheme(path) and not path.lower().endswith(_BEAM_ONLY_SUFFIXES)
+
+
 def resolve_pattern(filename: str, schema_dir: str) -> str:
     """Resolves a table file name from a schema against the schema's directory.
 
@@ -74,25 +165,15 @@ def resolve_pattern(filename: str, schema_dir: str) -> str:
 def join(base: str, name: str) -> str:
     """`base/name` for a local directory or a URL such as gs://bucket/dir."""
     if not has_scheme(base):
-        return local_files.join(base, name)
+        return os.path.join(base, name)
     return _filesystems().join(base, name)
 
 
 def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
     if not has_scheme(pattern):
-        return [path for path, _, _ in local_files.match(pattern)]
+        return [path for path, _, _ in _local_match(pattern)]
     return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
-
-
-def delete(paths: list[str]) -> None:
-    """Deletes files (and folders, recursively); OSError (Beam: BeamIOError) on failure."""
-    local = [p for p in paths if not has_scheme(p)]
-    if local:
-        local_files.delete(local)
-    remote = [p for p in paths if has_scheme(p)]
-    if remote:
-        _filesystems().delete(remote)
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -106,22 +187,17 @@ def _is_local_dir(path: str) -> bool:
 
 def _match_one(pattern: str) -> list[tuple[str, int]]:
     """(path, size) of the files matching a glob or plain path; directories are skipped."""
-    if not has_scheme(pattern):
-        try:
-            found = local_files.match(pattern)
-        except OSError as e:
-            raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
-        return [(path, int(size)) for path, size, _ in found if not _is_local_dir(path)]
     try:
-        results = _filesystems().match([pattern])
+        if has_scheme(pattern):
+            listed = [
+                (m.path, int(m.size_in_bytes))
+                for m in _filesystems().match([pattern])[0].metadata_list
+            ]
+        else:
+            listed = [(path, size) for path, size, _ in _local_match(pattern)]
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
         raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
-    found = []
-    for metadata in results[0].metadata_list:
-        if _is_local_dir(metadata.path):
-            continue
-        found.append((metadata.path, int(metadata.size_in_bytes)))
-    return found
+    return [(path, size) for path, size in listed if not _is_local_dir(path)]
 
 
 def expand_files(pattern: str, allow_empty: bool = False) -> list[str]:
@@ -208,9 +284,7 @@ def _first_line(error: BaseException) -> str:
 
 def open_stream(path: str):
     """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
-    if not has_scheme(path) and not local_files.compressed(path):
-        return local_files.open_read(path)
-    return _filesystems().open(path)
+    return _local_open(path) if _native(path) else _filesystems().open(path)
 
 
 def open_file(path: str):
@@ -229,6 +303,12 @@ def create_file(path: str):
         raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
 
 
+def _create(path: str):
+    if not has_scheme(path):
+        return _local_create(path)
+    return _filesystems().create(path, compression_type="uncompressed")
+
+
 @contextlib.contextmanager
 def write_output(path: str):
     """`with write_output(path) as f:` a binary write stream creating `path`, like create_file;
@@ -243,12 +323,6 @@ def write_output(path: str):
             yield f
     except OSError as e:
         raise write_error(path, e) from e
-
-
-def _create(path: str):
-    if not has_scheme(path):
-        return local_files.create(path)
-    return _filesystems().create(path, compression_type="uncompressed")
 
 
 def write_error(path: str, error: BaseException) -> UserError:
@@ -272,15 +346,8 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     """(path, size in bytes, modification time or None) of existing files (one listing call)."""
     if not paths:
         return []
-    if not any(has_scheme(p) for p in paths):
-        try:
-            return [
-                (p, int(size), mtime)
-                for path in paths
-                for p, size, mtime in local_files.match(path)
-            ]
-        except OSError as e:
-            raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
+    if not any(has_scheme(path) for path in paths):
+        return [found for path in paths for found in _local_match(path)]
     try:
         results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
@@ -296,8 +363,22 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
 def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
     if not has_scheme(path):
-        return local_files.exists(path)
+        return os.path.exists(path)
     return _filesystems().exists(path)
+
+
+def delete(paths: list[str]) -> None:
+    """Deletes files and folders (recursively), local or gs://...; OSError if one fails."""
+    remote = [path for path in paths if has_scheme(path)]
+    if remote:
+        _filesystems().delete(remote)
+    for path in paths:
+        if has_scheme(path):
+            continue
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
 
 
 def write_text(path: str, text: str) -> None:

@@ -14,11 +14,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import typing
-from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.arrays import expand_ranges, sorted_unique
+from sampler.arrays import expand_ranges, sorted_unique_below
 from sampler.batches import Seeds, take_features
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
@@ -26,7 +25,7 @@ from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import choose
-from sampler.sample.subgraph import Subgraph, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 
 
@@ -82,14 +81,22 @@ def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, 
     return DenseGraph(nodes, dense, dropped)
 
 
+# `_Members.find` through a table of positions when the (sample, row) key space is this small
+# (4 bytes per key), else by binary search.
+_DENSE_FIND_LIMIT = 1 << 23
+
+
 class _Members:
     """The (sample, row) pairs of one node set in a chunk, and their output positions."""
 
     def __init__(self, sample: np.ndarray, row: np.ndarray, n_rows: int, n_samples: int, seed_row):
-        keys = sorted_unique(
-            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64)
+        keys = sorted_unique_below(
+            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64),
+            n_samples * max(n_rows, 1),
         )
         self.n_rows = np.uint64(max(n_rows, 1))
+        self.space = n_samples * max(n_rows, 1)
+        self._dense = None  # output position by key, when the key space is small
         self.keys = keys
         self.sample = (keys // self.n_rows).astype(np.int64)
         self.row = (keys % self.n_rows).astype(np.int64)
@@ -112,19 +119,29 @@ class _Members:
         query = sample.astype(np.uint64) * self.n_rows + row.astype(np.uint64)
         if len(self.keys) == 0:
             return np.zeros(len(query), np.int64), np.zeros(len(query), bool)
+        if self.space <= _DENSE_FIND_LIMIT:
+            if self._dense is None:
+                self._dense = np.full(self.space, -1, np.int32)
+                self._dense[self.keys] = self.local
+            local = self._dense[query].astype(np.int64)
+            found = local >= 0
+            if found.all():
+                return local, found
+        # (a non-member's position is that of the next key, as searchsorted gives it)
         pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
         return self.local[pos], self.keys[pos] == query
 
 
-def sample_chunk(
+def sample_chunk_columns(
     graph: GraphInfo,
     plan: SamplingPlan,
     dg: DenseGraph,
     seeds: Seeds,
     randomness: Randomness,
     counters: collections.Counter,
-) -> Iterator[Subgraph]:
-    """Samples the subgraphs of a chunk of seeds (yielded in the order of `seeds`)."""
+) -> SubgraphChunk:
+    """The subgraphs of a chunk of seeds as one SubgraphChunk (samples in the order of
+    `seeds`, less those whose seed is not in the seed node set)."""
     seed_table = dg.nodes[plan.seed_set]
     seed_rows, found = seed_table.lookup(seeds.node)
     counters["seeds_not_in_node_set"] += int((~found).sum())
@@ -158,11 +175,11 @@ def sample_chunk(
         s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
         features = take_features(adj.features, pos)
         edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n))
-    node_rows = {}
-    for name, m in members.items():
-        rows = dg.nodes[name].rows.take(m.row[m.order])
-        node_rows[name] = (rows, m.bounds)
-    yield from slice_subgraphs(seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters)
+    node_rows = {
+        name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
+        for name, m in members.items()
+    }
+    return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
 
 
 def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
@@ -206,10 +223,11 @@ def sample_op(
     out-edges drop out; each remaining row draws from its own stream (sampler.sample.randomness).
     """
     rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
-    key = sorted_unique(
+    key = sorted_unique_below(
         np.concatenate(
             [p[0].astype(np.uint64) * rows_in_set + p[1].astype(np.uint64) for p in parts]
-        )
+        ),
+        len(sample_keys) * int(rows_in_set),
     )
     s = (key // rows_in_set).astype(np.int64)
     r = (key % rows_in_set).astype(np.int64)

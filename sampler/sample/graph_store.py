@@ -75,7 +75,12 @@ class ByteColumn:
     def tolist(self) -> list:
         return self[np.arange(self._len)].tolist()
 
+    def __iter__(self):
+        return iter(self.tolist())
+
     def __getitem__(self, index) -> np.ndarray:
+        if isinstance(index, (int, np.integer)):
+            return self[np.array([index])][0]
         if isinstance(index, slice):
             index = np.arange(self._len)[index]
         index = np.asarray(index)

@@ -17,10 +17,10 @@ from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
-from sampler.sample.dense import DenseGraph, densify, sample_chunk
+from sampler.sample.dense import DenseGraph, densify, sample_chunk_columns
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.subgraph import Subgraph
+from sampler.sample.subgraph import Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
 
 InMemoryGraph = DenseGraph
@@ -70,6 +70,10 @@ class NodeSeedSampling:
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_in_memory(graph, plan, dense, seeds, randomness, counters, chunk_size)
 
+    def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
+        return sample_chunks(graph, plan, dense, seeds, randomness, counters, chunk_size)
+
 
 def sample_in_memory(
     graph: GraphInfo,
@@ -81,8 +85,22 @@ def sample_in_memory(
     chunk_size: int = 512,
 ) -> Iterator[Subgraph]:
     """Samples every seed, `chunk_size` seeds at a time, in sample-id order."""
+    for chunk in sample_chunks(graph, plan, mem, seeds, randomness, counters, chunk_size):
+        yield from chunk.subgraphs(counters)
+
+
+def sample_chunks(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    mem: DenseGraph,
+    seeds: Seeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+    chunk_size: int = 512,
+) -> Iterator[SubgraphChunk]:
+    """`sample_in_memory` as SubgraphChunks (the same subgraphs in the same order)."""
     ids_ = seeds.sample_id.tolist()
     order = np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64)
     for lo in range(0, len(order), chunk_size):
         chunk = seeds.take(order[lo : lo + chunk_size])
-        yield from sample_chunk(graph, plan, mem, chunk, randomness, counters)
+        yield sample_chunk_columns(graph, plan, mem, chunk, randomness, counters)

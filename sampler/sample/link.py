@@ -55,9 +55,15 @@ from sampler.sample.assemble import group_bounds, unique_edges
 from sampler.sample.dense import DenseGraph, _induced, _Members, _picked_edges, sample_op
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness, draw
-from sampler.sample.subgraph import Subgraph, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
 
+# The one-line error of a link seed op with --graph_placement sharded (the CLI checks it
+# before building anything, the Beam entry point when it builds).
+SHARDED_LINKS = (
+    "--graph_placement sharded does not support symmetric_link_seed_op yet"
+    " (use topology, whose workers hold the graph without node features, or worker)"
+)
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
 READOUT_TARGET = "_readout/target"
@@ -229,7 +235,7 @@ def _without_seed_edges(picked, exclusions, edge_set: str, adj):
     return picked.without(exclusions.mask(edge_set, sample, source, targets))
 
 
-def sample_link_chunk(
+def sample_link_chunk_columns(
     graph: GraphInfo,
     plan: SamplingPlan,
     dg: DenseGraph,
@@ -238,8 +244,8 @@ def sample_link_chunk(
     counters: collections.Counter,
     negatives: int = 0,
     keep_seed_edges: bool = False,
-) -> Iterator[Subgraph]:
-    """Samples the examples of a chunk of seed edges: positives, then their negatives."""
+) -> SubgraphChunk:
+    """The examples of a chunk of seed edges as one SubgraphChunk: positives, then negatives."""
     link = plan.link
     src_rows, ok_s = dg.nodes[link.source].lookup(seeds.source)
     dst_rows, ok_t = dg.nodes[link.target].lookup(seeds.target)
@@ -312,11 +318,14 @@ def sample_link_chunk(
     ):
         local, _ = members[end].find(sample_all, rows)
         edge_rows[name] = (np.stack([local, np.zeros(n, np.int64)]), {}, one_each)
-    node_rows = {}
-    for name, m in members.items():
-        node_rows[name] = (dg.nodes[name].rows.take(m.row[m.order]), m.bounds)
-    node_rows[READOUT] = (NodeBatch(keys, sample_ids, {LABEL: labels}), one_each)
-    yield from slice_subgraphs(sample_ids, seed_ids, node_rows, edge_rows, counters)
+    node_rows = {
+        name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
+        for name, m in members.items()
+    }
+    node_rows[READOUT] = NodeRowsOfChunk(
+        NodeBatch(keys, sample_ids, {LABEL: labels}), None, one_each
+    )
+    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows)
 
 
 def escape_id(node_id: bytes) -> bytes:
@@ -351,6 +360,20 @@ class LinkSampling:
     def output_schema(self, schema, plan: SamplingPlan):
         return link_output_schema(schema, plan)
 
+    def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
+        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
+        return sample_link_chunks(
+            graph,
+            plan,
+            dense,
+            seeds,
+            randomness,
+            counters,
+            self.negatives,
+            self.keep_seed_edges,
+            chunk_size,
+        )
+
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_links_in_memory(
             graph,
@@ -377,9 +400,27 @@ def sample_links_in_memory(
     chunk_size: int = 512,
 ) -> Iterator[Subgraph]:
     """Samples every seed edge, `chunk_size` at a time, in sample-key order."""
+    for chunk in sample_link_chunks(
+        graph, plan, dg, seeds, randomness, counters, negatives, keep_seed_edges, chunk_size
+    ):
+        yield from chunk.subgraphs(counters)
+
+
+def sample_link_chunks(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: LinkSeeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+    negatives: int = 0,
+    keep_seed_edges: bool = False,
+    chunk_size: int = 512,
+) -> Iterator[SubgraphChunk]:
+    """`sample_links_in_memory` as SubgraphChunks (the same examples in the same order)."""
     order = np.argsort(seeds.sample, kind="stable")
     for lo in range(0, len(order), chunk_size):
         chunk = seeds.take(order[lo : lo + chunk_size])
-        yield from sample_link_chunk(
+        yield sample_link_chunk_columns(
             graph, plan, dg, chunk, randomness, counters, negatives, keep_seed_edges
         )

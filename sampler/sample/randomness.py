@@ -3,13 +3,13 @@
 Every random choice is a pure function of (seed, op, sample, node, draw index): a frontier
 row's stream key is `Randomness.stream(op key, sample key, node fingerprint)` and its draws
 are `draw(stream, index)`. Both sampling kernels (`sampling.sample_frontier` for the
-`sharded` placement, `dense.sample_chunk` for `worker` and in-memory) get their streams here,
+`sharded` placement, `dense.sample_chunk_columns` for `worker` and in-memory) get their streams here,
 so the placements cannot drift apart.
 
 How --seed reaches the kernels (one way): the CLI, or a user of
 `sampler.beam.SampleGraphTensors`, makes one frozen `Randomness(seed)`; every layer passes
 that object on unchanged (SampleGraphTensors -> SampleOnWorkers / SampleSubgraphs -> SampleOp
--> sample_frontier; sample_in_memory -> sample_chunk). No layer takes a bare seed int.
+-> sample_frontier; sample_in_memory -> sample_chunk_columns). No layer takes a bare seed int.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ their sample id. All arrays of one batch have the same length.
 from __future__ import annotations
 
 import dataclasses
+import typing
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -37,6 +39,45 @@ class Subgraph:
     seed_id: bytes
     node_sets: dict[str, NodeSetRows]
     edge_sets: dict[str, EdgeSetRows]
+
+
+@dataclasses.dataclass
+class NodeRowsOfChunk:
+    """The nodes of one node set in a chunk of subgraphs, sample-major: the rows `index`
+    of `batch` (all of them when `index` is None); sample i owns [bounds[i], bounds[i + 1])."""
+
+    batch: typing.Any  # sampler.batches.NodeBatch (ids, features)
+    index: np.ndarray | None
+    bounds: np.ndarray
+
+    def rows(self):
+        return self.batch if self.index is None else self.batch.take(self.index)
+
+
+@dataclasses.dataclass
+class SubgraphChunk:
+    """A chunk of subgraphs as columns, before they are cut into Subgraphs or encoded.
+
+    `node_rows`: node set -> NodeRowsOfChunk; `edge_rows`: edge set -> ((2, m) source/target
+    indices into the sample's nodes of each end, features, bounds). Rows of each set are
+    grouped by sample, samples in the order of `sample_ids`. Node rows are gathered lazily,
+    by `subgraphs()` or by the chunk encoder (sampler.sample.encode_chunk).
+    """
+
+    sample_ids: np.ndarray  # object array of bytes
+    seed_ids: np.ndarray  # object array of bytes
+    node_rows: dict[str, NodeRowsOfChunk]
+    edge_rows: dict[str, tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]]
+
+    def __len__(self) -> int:
+        return len(self.sample_ids)
+
+    def subgraphs(self, counters) -> Iterator[Subgraph]:
+        """One Subgraph per sample (counted as `subgraphs` in `counters`)."""
+        node_rows = {name: (part.rows(), part.bounds) for name, part in self.node_rows.items()}
+        yield from slice_subgraphs(
+            self.sample_ids, self.seed_ids, node_rows, self.edge_rows, counters
+        )
 
 
 def slice_subgraphs(

@@ -30,7 +30,7 @@ from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
-from sampler.sample.link import LinkSampling
+from sampler.sample.link import SHARDED_LINKS, LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -176,12 +176,6 @@ def _temp_folder(root) -> str:
     base = root.pipeline.options.view_as(GoogleCloudOptions).temp_location
     name = f"beam-graph-{uuid.uuid4().hex[:12]}"
     return FileSystems.join(base, name) if base else os.path.join(tempfile.gettempdir(), name)
-
-
-SHARDED_LINKS = (
-    "--graph_placement sharded does not support symmetric_link_seed_op yet"
-    " (use topology, whose workers hold the graph without node features, or worker)"
-)
 
 
 def _link_seeds(root, plan, options, read, bad_records, pairs_given=False) -> beam.PCollection:

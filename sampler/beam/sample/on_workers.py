@@ -21,7 +21,7 @@ from sampler.beam.sample.sharded import (
     SizeCounters,
     ToBuckets,
     count_received,
-    encoded_batches,
+    encoded_chunk_batches,
 )
 from sampler.beam.sample.snapshot import mapped_graph
 from sampler.graph_checks import edge_shape_counts
@@ -122,8 +122,8 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
 
         def process(self, bucket_parts, *side):
-            bucket, subgraphs, counters = self.sample(bucket_parts, side)
-            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            bucket, chunks, counters = self.sample(bucket_parts, side, by_chunk=True)
+            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
@@ -145,13 +145,15 @@ class SampleOnWorkers(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             return seeds
 
-        def sample(self, bucket_parts, side):
-            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds."""
+        def sample(self, bucket_parts, side, by_chunk: bool = False):
+            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds;
+            `by_chunk`: SubgraphChunks (sampler.sample.encode_chunk) instead of subgraphs."""
             bucket, parts = bucket_parts
             loaded = self.graph_on_worker(side)
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
             counters = collections.Counter()
-            subgraphs = self._kernel.sample(
+            sample = self._kernel.sample_chunks if by_chunk else self._kernel.sample
+            subgraphs = sample(
                 self._graph,
                 self._plan,
                 loaded.memory,

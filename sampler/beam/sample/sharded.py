@@ -27,6 +27,7 @@ from sampler.batches import SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
 from sampler.sample.assemble import assemble, lookup_rows
 from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import all_out_edges, sample_frontier
@@ -81,6 +82,13 @@ class SizeCounters:
         for name, rows in subgraph.edge_sets.items():
             self._sums[f"output_edges/{name}"] += len(rows.source)
 
+    def add_chunk(self, chunk) -> None:
+        """`add` for every subgraph of a SubgraphChunk."""
+        for name, part in chunk.node_rows.items():
+            self._sums[f"output_nodes/{name}"] += int(part.bounds[-1] - part.bounds[0])
+        for name, (_, _, bounds) in chunk.edge_rows.items():
+            self._sums[f"output_edges/{name}"] += int(bounds[-1] - bounds[0])
+
     def flush(self, other: collections.Counter) -> None:
         """Adds the sums, and `other` (the kernel's counters), to Beam's counters."""
         self._sums.update(other)
@@ -108,6 +116,17 @@ def encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
             records, chunk, size = [], chunk + 1, 0
     if records:
         yield bucket, chunk, records
+
+
+def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
+    """encoded_batches for SubgraphChunks (sampler.sample.encode_chunk: the same records, the
+    same `output_nodes/`, `output_edges/` and `subgraphs` counts); one batch per chunk."""
+    for chunk_index, chunk in enumerate(chunks):
+        sizes.add_chunk(chunk)
+        counters["subgraphs"] += len(chunk)
+        records = encode_chunk(chunk, specs)
+        if records:
+            yield bucket, chunk_index, records
 
 
 def _one(values, what: str):

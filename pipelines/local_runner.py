@@ -1,0 +1,63 @@
+"""The local runner of the CLIs: Beam's FnApiRunner, offline (see pipelines.runner.make_runner)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from apache_beam.portability import python_urns
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+from pipelines import resources, sdk_fork_server, streamed_inputs
+from pipelines.runner import FORK_WORKERS, worker_log_path
+from sampler.partition import adjacency_cache
+
+
+class LocalRunner(FnApiRunner):
+    """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path()
+    and get their input in bounded messages (pipelines.streamed_inputs).
+
+    Beam's SDK worker prints every failed bundle's traceback to its stderr; the CLI reports
+    the error in one line instead (run_main) and names that file.
+    """
+
+    pipeline_proto = None  # the last run's, for pipelines.resources
+    worker_processes = False  # whether its SDK workers were processes (multi_processing)
+    counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
+
+    _fork_server = None  # started early by start_fork_server, used by the next run
+
+    def start_fork_server(self) -> None:
+        """Starts the SDK worker fork server now, so that its imports overlap the building of
+        the pipeline (pipelines.runner.new_pipeline, for multi_processing runs)."""
+        if self._fork_server is None and os.environ.get(FORK_WORKERS, "1") != "0":
+            self._fork_server = sdk_fork_server.ForkServer()
+
+    def run_via_runner_api(self, pipeline_proto, options):
+        redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
+        subprocess_sdks = [
+            environment
+            for environment in pipeline_proto.components.environments.values()
+            if environment.urn == python_urns.SUBPROCESS_SDK
+        ]
+        self.worker_processes = bool(subprocess_sdks)
+        fork_server, self._fork_server = self._fork_server, None
+        if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
+            fork_server = fork_server or sdk_fork_server.ForkServer()  # workers forked warm
+            fork_server.wait_ready()
+        elif fork_server is not None:
+            fork_server.stop()
+            fork_server = None
+        for environment in subprocess_sdks:
+            if fork_server is not None:
+                environment.payload = fork_server.worker_command().encode()
+            environment.payload += redirect
+        self.pipeline_proto = pipeline_proto
+        streamed_inputs.install()  # bounded messages to worker processes
+        adjacency_cache.clear()  # this run's label propagation shards only
+        try:
+            with resources.count_run() as self.counts:
+                return super().run_via_runner_api(pipeline_proto, options)
+        finally:
+            if fork_server is not None:
+                fork_server.stop()
