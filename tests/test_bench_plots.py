@@ -35,18 +35,21 @@ def test_committed_plot_is_drawn_from_its_records_and_shown(name, tmp_path):
 def test_partition_records_are_appended_and_plotted(tmp_path):
     out = tmp_path / "partition.json"
     args = argparse.Namespace(out=str(out), num_papers=1000, num_hops=1)
-    rows = [("this stage", "lp", 4, 3.21, 512.0, 0.0841, 0.03),
-            ("DGL 2.1.0", "metis", 4, 1.5, 400.0, 0.079, 0.058),
-            ("this stage (failed)", "random", 4, 1.0, 100.0, float("nan"), 0)]  # fmt: skip
+    rows = [("this stage", "lp", 4, 3.21, 5.5, 512.0, 0.0841, 0.03),
+            ("DGL 2.1.0", "metis", 4, 1.5, 1.4, 400.0, 0.079, 0.058),
+            ("this stage (InMemory)", "lp", 4, 0.9, 0.8, 300.0, 0.0841, 0.03),
+            ("this stage (failed)", "random", 4, 1.0, 1.0, 100.0, float("nan"), 0)]  # fmt: skip
     bench_partition.write_records(args, rows)
     bench_partition.write_records(args, rows[:1])
     records = json.loads(out.read_text())
     assert [(r["tool"], r["method"]) for r in records] == [
         ("ours", "lp"),
         ("dgl", "metis"),
+        ("inmemory", "lp"),
         ("ours", "lp"),
     ]
     assert records[0]["edge_cut"] == 0.0841 and records[1]["seconds"] == 1.5
+    assert records[1]["cpu_seconds"] == 1.4 and records[2]["peak_rss_mb"] == 300
     assert bench_plots.plot_for(records) is bench_plots.plot_partition
     assert (tmp_path / "partition.png").read_bytes().startswith(PNG_MAGIC)
 
