@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -71,9 +72,7 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        for name in os.listdir(self._dir):
-            os.unlink(os.path.join(self._dir, name))
-        os.rmdir(self._dir)
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def _preload() -> None:
@@ -138,9 +137,11 @@ def serve(socket_path: str) -> None:
     children: dict[int, socket.socket] = {}  # pid -> its client's connection
     while True:
         for key, _ in selector.select(timeout=0.05):
-            if key.data == "runner":  # the runner closed our stdin: it is done
+            if key.data == "runner":  # the runner closed our stdin (or exited): it is done
                 for pid in children:
                     os.kill(pid, signal.SIGKILL)
+                listener.close()
+                shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
                 return
             if key.data == "accept":
                 conn, _ = listener.accept()

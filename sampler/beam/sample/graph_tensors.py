@@ -163,7 +163,7 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
         | "AfterSampling" >> beam.Create([None])
         | "RemoveSnapshot"
         >> beam.ParDo(
-            RemoveSnapshot(),
+            RemoveSnapshot(folder),
             beam.pvalue.AsSingleton(snapshot.path),
             beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
         )

@@ -15,6 +15,7 @@ never pass through the runner. A remote snapshot (gs://) is copied once per mach
 
 from __future__ import annotations
 
+import shutil
 import struct
 import typing
 import uuid
@@ -30,7 +31,7 @@ from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
 from sampler.graph_checks import edge_shape_counts
-from sampler.io import graph_tables
+from sampler.io import files, graph_tables
 from sampler.io.files import write_error
 from sampler.node_table import NodeTable, build_node_table
 from sampler.sample import graph_store
@@ -190,8 +191,7 @@ class _Build(beam.DoFn):
             Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
         folder = FileSystems.join(self._folder, f"graph-{uuid.uuid4().hex[:8]}")
         graph_store.save_graph(dense, folder)
-        FileSystems.delete(paths)
-        yield folder
+        yield folder  # the parts stay until RemoveSnapshot: a retried Build reads them again
 
 
 class _SeedTables(beam.DoFn):
@@ -210,10 +210,17 @@ class _SeedTables(beam.DoFn):
 
 
 class RemoveSnapshot(beam.DoFn):
-    """Once the sampling is done (its count is a side input): removes the snapshot folder."""
+    """Once the sampling is done (its count is a side input): removes the folder of the parts
+    and snapshots (every attempt's)."""
 
-    def process(self, _, folder: str, _sampled: int):
-        FileSystems.delete([folder])
+    def __init__(self, folder: str):
+        self._folder = folder
+
+    def process(self, _, _snapshot: str, _sampled: int):
+        if not files.has_scheme(self._folder):
+            shutil.rmtree(self._folder, ignore_errors=True)
+        elif FileSystems.exists(self._folder.rstrip("/") + "/"):
+            FileSystems.delete([self._folder.rstrip("/") + "/"])  # every object under it
         return []
 
 
