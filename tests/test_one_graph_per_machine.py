@@ -75,6 +75,19 @@ def test_records_are_the_same_bytes_on_1_2_and_8_worker_processes(mag):
         assert not glob.glob(f"{out}/.temp-samples-*"), "the snapshot is removed after the run"
 
 
+@pytest.mark.parametrize("placement", ["topology", "sharded"])
+def test_the_other_placements_write_the_same_bytes_on_8_worker_processes(mag, placement):
+    root, schema, spec = mag
+    flags = ["--seed", "5", "--num_buckets", "8"]
+    one = root / f"one_for_{placement}"
+    run_pipeline(schema, spec, f"{one}/samples@3", *flags)
+    out = root / f"{placement}_x8"
+    run_pipeline(
+        schema, spec, f"{out}/samples@3", *flags, "--graph_placement", placement, *_processes(8)
+    )
+    assert _shards(out) == _shards(one)
+
+
 def test_bad_rows_in_files_read_by_several_workers_are_counted_once(mag, tmp_path):
     _, schema, spec = mag
     graph_dir = tmp_path / "graph"
