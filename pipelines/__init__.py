@@ -4,8 +4,6 @@ import os
 import signal
 import sys
 
-import sampler  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow is imported)
-
 # Run as a program (python -m pipelines.X, or an installed script): a Ctrl-C while the CLI's
 # modules still import (seconds: Beam, Arrow) ends in one line and exit 130, not a traceback;
 # nothing is written yet. pipelines.runner.run_main takes over once the CLI body runs.
@@ -22,3 +20,5 @@ if sys.argv and os.path.basename(sys.argv[0]) in _SCRIPTS:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
     except ValueError:  # not the main thread
         pass
+
+import sampler  # noqa: E402, F401  (sets TF_USE_LEGACY_KERAS before TensorFlow is imported)

@@ -31,7 +31,7 @@ class LocalRunner(FnApiRunner):
         """Starts the SDK worker fork server now, so that its imports overlap the building of
         the pipeline (pipelines.runner.new_pipeline, for multi_processing runs)."""
         if self._fork_server is None and os.environ.get(FORK_WORKERS, "1") != "0":
-            self._fork_server = sdk_fork_server.ForkServer()
+            self._fork_server = sdk_fork_server.ForkServer(worker_log_path())
 
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
@@ -43,8 +43,11 @@ class LocalRunner(FnApiRunner):
         self.worker_processes = bool(subprocess_sdks)
         fork_server, self._fork_server = self._fork_server, None
         if subprocess_sdks and os.environ.get(FORK_WORKERS, "1") != "0":
-            fork_server = fork_server or sdk_fork_server.ForkServer()  # workers forked warm
-            fork_server.wait_ready()
+            try:
+                fork_server = fork_server or sdk_fork_server.ForkServer(worker_log_path())
+                fork_server.wait_ready()  # workers forked warm
+            except OSError:  # no server (see the worker log): Beam's cold workers
+                fork_server = None
         elif fork_server is not None:
             fork_server.stop()
             fork_server = None

@@ -40,25 +40,33 @@ _SERVER = (
 )
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_fork_client.py")
 _START_TIMEOUT_S = 120
+_MAX_SOCKET_DIR = 80  # AF_UNIX paths hold at most 107 bytes: the folder, "/fork.sock.tmp"
 
 
 class ForkServer:
     """The server process, started by the runner; `worker_command` is what Beam runs per worker."""
 
-    def __init__(self):
-        """Starts the server; it imports in the background until `wait_ready`."""
+    def __init__(self, log_path: str):
+        """Starts the server (its errors go to `log_path`, the workers' log); it imports in the
+        background until `wait_ready`."""
         self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-")
+        if len(self._dir) > _MAX_SOCKET_DIR and os.path.isdir("/tmp"):
+            shutil.rmtree(self._dir, ignore_errors=True)  # a socket's path has ~107 bytes
+            self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-", dir="/tmp")
         self.socket_path = os.path.join(self._dir, "fork.sock")
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", _SERVER, self.socket_path], stdin=subprocess.PIPE
-        )
+        with open(log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", _SERVER, self.socket_path],
+                stdin=subprocess.PIPE,
+                stderr=log,
+            )
 
     def wait_ready(self) -> None:
         deadline = time.time() + _START_TIMEOUT_S
         while not os.path.exists(self.socket_path):
             if self._process.poll() is not None or time.time() > deadline:
                 self.stop()
-                raise RuntimeError("the SDK worker fork server did not start")
+                raise OSError("the SDK worker fork server did not start (see the worker log)")
             time.sleep(0.02)
 
     def worker_command(self) -> str:
