@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -70,7 +71,7 @@ class ForkServer:
             time.sleep(0.02)
 
     def worker_command(self) -> str:
-        return f"{sys.executable} -I {CLIENT} {self.socket_path}"
+        return " ".join(shlex.quote(p) for p in [sys.executable, "-I", CLIENT, self.socket_path])
 
     def stop(self) -> None:
         if self._process.poll() is None:
