@@ -10,18 +10,14 @@ import collections
 import struct
 import time
 
-import numpy as np
-
 from pipelines import accounting
 from pipelines.runner import output_shards
-from sampler.arrays import expand_ranges
-from sampler.graph_checks import edge_shape_counts
 from sampler.io import tfrecord
 from sampler.io.files import create_file, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.dense import densify
+from sampler.sample.dense import densify, edge_facts
 from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.rejected import rejected_seed_lines
@@ -69,15 +65,9 @@ def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
             table = node_tables[name]
             out[f"rows_read/{name}"] = len(table.rows.ids) + table.duplicates
             out[f"duplicate_node_ids/{name}"] = table.duplicates
-    for name, info in graph.edge_sets.items():
+    for name in graph.edge_sets:
         out[f"rows_read/{name}"] = adjacency[name].num_edges
-        out[f"edges_with_missing_endpoint/{name}"] = mem.dropped_edges.get(name, 0)
-        adj = mem.adjacency[name]
-        src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
-        dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
-        loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
-        out[f"self_loops/{name}"] = loops
-        out[f"parallel_edges/{name}"] = parallel
+    out.update(edge_facts(graph, mem))
     return {k: v for k, v in out.items() if v or k.startswith("rows_read/")}
 
 

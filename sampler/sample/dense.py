@@ -19,6 +19,7 @@ import numpy as np
 
 from sampler.arrays import expand_ranges, sorted_unique_below
 from sampler.batches import Seeds, take_features
+from sampler.graph_checks import edge_shape_counts
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.assemble import group_bounds, stable_order, unique_edges
@@ -50,6 +51,21 @@ class DenseGraph:
     @property
     def node_tables(self) -> dict[str, NodeTable]:
         return self.nodes
+
+
+def edge_facts(graph: GraphInfo, dense: DenseGraph) -> dict[str, int]:
+    """Per edge set: edges dropped for a missing endpoint, self-loops and parallel edges (of the
+    edges kept), under the counter names pipelines.accounting.graph_issues reads."""
+    out = {}
+    for name, info in graph.edge_sets.items():
+        adj = dense.adjacency[name]
+        src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+        dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+        loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+        out[f"edges_with_missing_endpoint/{name}"] = dense.dropped_edges.get(name, 0)
+        out[f"self_loops/{name}"] = loops
+        out[f"parallel_edges/{name}"] = parallel
+    return out
 
 
 def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, Adjacency]):

@@ -7,11 +7,9 @@ import typing
 import uuid
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.utils import shared
 
-from sampler.arrays import expand_ranges
 from sampler.beam.packing import unpacked
 from sampler.beam.sample.sharded import (
     NAMESPACE,
@@ -24,10 +22,9 @@ from sampler.beam.sample.sharded import (
     encoded_chunk_batches,
 )
 from sampler.beam.sample.snapshot import mapped_graph
-from sampler.graph_checks import edge_shape_counts
 from sampler.node_table import merge_node_tables
 from sampler.sample.adjacency import merge_adjacency
-from sampler.sample.dense import DenseGraph, densify
+from sampler.sample.dense import DenseGraph, densify, edge_facts
 from sampler.sample.encode import encode_specs
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
@@ -179,15 +176,8 @@ class SampleOnWorkers(beam.PTransform):
             loaded = self._handle.acquire(
                 lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
             )
-            for name, count in loaded.memory.dropped_edges.items():
-                Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(count)
-            for name, info in self._graph.edge_sets.items():
-                adj = loaded.memory.adjacency[name]
-                src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
-                dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
-                loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
-                Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
-                Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
+            for counter, count in edge_facts(self._graph, loaded.memory).items():
+                Metrics.counter(NAMESPACE, counter).inc(count)
             return []
 
     def expand(self, inputs: SamplingInputs):

@@ -21,22 +21,19 @@ import typing
 import uuid
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.arrays import expand_ranges
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
-from sampler.graph_checks import edge_shape_counts
 from sampler.io import files, graph_tables
 from sampler.io.files import write_error
 from sampler.node_table import NodeTable, build_node_table
 from sampler.sample import graph_store
 from sampler.sample.adjacency import build_adjacency
-from sampler.sample.dense import densify
+from sampler.sample.dense import densify, edge_facts
 from sampler.sample.link import edge_pairs
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import GraphInfo
@@ -179,16 +176,8 @@ class _Build(beam.DoFn):
             )
         dense = densify(graph, nodes, adjacency)
         del nodes, adjacency
-        for name, info in graph.edge_sets.items():
-            Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{name}").inc(
-                dense.dropped_edges[name]
-            )
-            adj = dense.adjacency[name]
-            src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
-            dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
-            loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
-            Metrics.counter(NAMESPACE, f"self_loops/{name}").inc(loops)
-            Metrics.counter(NAMESPACE, f"parallel_edges/{name}").inc(parallel)
+        for counter, count in edge_facts(graph, dense).items():
+            Metrics.counter(NAMESPACE, counter).inc(count)
         folder = FileSystems.join(self._folder, f"graph-{uuid.uuid4().hex[:8]}")
         graph_store.save_graph(dense, folder)
         yield folder  # the parts stay until RemoveSnapshot: a retried Build reads them again
