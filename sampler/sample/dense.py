@@ -12,7 +12,9 @@ output order.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
+import os
 import typing
 
 import numpy as np
@@ -68,33 +70,58 @@ def edge_facts(graph: GraphInfo, dense: DenseGraph) -> dict[str, int]:
     return out
 
 
-def densify(graph: GraphInfo, nodes: dict[str, NodeTable], adjacency: dict[str, Adjacency]):
-    """Re-indexes fingerprint-keyed adjacency by node rows; drops edges with a missing endpoint."""
-    dense, dropped = {}, {}
-    for name, info in graph.edge_sets.items():
-        adj = adjacency[name]
-        owner, positions = expand_ranges(adj.starts, adj.degrees)
-        src_rows, src_ok = nodes[info.source].lookup(adj.nodes)
-        dst_rows, dst_ok = nodes[info.target].lookup(adj.targets[positions])
-        keep = src_ok[owner] & dst_ok
-        dropped[name] = int(len(keep) - keep.sum())
-        kept = positions[keep]
-        new_degrees = np.bincount(owner[keep], minlength=len(adj.nodes)).astype(np.int64)
-        new_starts = np.cumsum(new_degrees) - new_degrees
-        n_rows = len(nodes[info.source].rows)
-        starts = np.zeros(n_rows, np.int64)
-        degrees = np.zeros(n_rows, np.int64)
-        starts[src_rows[src_ok]] = new_starts[src_ok]
-        degrees[src_rows[src_ok]] = new_degrees[src_ok]
-        dense[name] = DenseAdjacency(
-            starts,
-            degrees,
-            dst_rows[keep],
-            adj.edge_keys[kept],
-            take_features(adj.features, kept),
-            adj.weights[kept] if adj.weights is not None else None,
-        )
+def densify(
+    graph: GraphInfo,
+    nodes: dict[str, NodeTable],
+    adjacency: dict[str, Adjacency],
+    threads: int | None = None,
+) -> DenseGraph:
+    """Re-indexes fingerprint-keyed adjacency by node rows; drops edges with a missing endpoint.
+
+    The edge sets are re-indexed side by side on `threads` threads (default: this process's
+    cores; numpy's lookups and gathers release the GIL); each depends on its own rows only."""
+    names = list(graph.edge_sets)
+
+    def one(name: str) -> tuple[DenseAdjacency, int]:
+        info = graph.edge_sets[name]
+        return _dense_adjacency(adjacency[name], nodes[info.source], nodes[info.target])
+
+    workers = max(1, min(threads or cpu_count(), len(names)))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        done = list(pool.map(one, names))
+    dense = {name: adj for name, (adj, _) in zip(names, done, strict=True)}
+    dropped = {name: count for name, (_, count) in zip(names, done, strict=True)}
     return DenseGraph(nodes, dense, dropped)
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
+    """(DenseAdjacency, edges dropped) of one edge set."""
+    owner, positions = expand_ranges(adj.starts, adj.degrees)
+    src_rows, src_ok = sources.lookup(adj.nodes)
+    dst_rows, dst_ok = targets.lookup(adj.targets[positions])
+    keep = src_ok[owner] & dst_ok
+    kept = positions[keep]
+    new_degrees = np.bincount(owner[keep], minlength=len(adj.nodes)).astype(np.int64)
+    new_starts = np.cumsum(new_degrees) - new_degrees
+    n_rows = len(sources.rows)
+    starts = np.zeros(n_rows, np.int64)
+    degrees = np.zeros(n_rows, np.int64)
+    starts[src_rows[src_ok]] = new_starts[src_ok]
+    degrees[src_rows[src_ok]] = new_degrees[src_ok]
+    dense = DenseAdjacency(
+        starts,
+        degrees,
+        dst_rows[keep],
+        adj.edge_keys[kept],
+        take_features(adj.features, kept),
+        adj.weights[kept] if adj.weights is not None else None,
+    )
+    return dense, int(len(keep) - keep.sum())
 
 
 # `_Members.find` through a table of positions when the (sample, row) key space is this small

@@ -9,6 +9,7 @@ and it is the floor in the benchmarks.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 from collections.abc import Iterator
 
 import numpy as np
@@ -17,7 +18,7 @@ from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
-from sampler.sample.dense import DenseGraph, densify, sample_chunk_columns
+from sampler.sample.dense import DenseGraph, cpu_count, densify, sample_chunk_columns
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import Subgraph, SubgraphChunk
@@ -34,27 +35,54 @@ def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
 def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, Adjacency]]:
     """Every table read once: node tables and fingerprint-keyed adjacency lists (with the
     edges whose endpoint is missing, which `densify` drops)."""
-    node_parts: dict[str, list[NodeBatch]] = collections.defaultdict(list)
+    parts = []
     for name, info in graph.node_sets.items():
         if info.filename:
             for path, fmt in graph_tables.table_files(info.filename):
-                node_parts[name].extend(graph_tables.read_node_file(path, fmt, info))
-    weighted = plan.weighted_edge_sets()
-    adjacency = {}
+                parts.append(("node", name, list(graph_tables.read_node_file(path, fmt, info))))
     for name, info in graph.edge_sets.items():
-        ends = graph_tables.latent_ends(graph, info)
-        parts = []
+        ends = tuple(graph_tables.latent_ends(graph, info))
         for path, fmt in graph_tables.table_files(info.filename):
-            for batch, end_ids in graph_tables.read_edge_file(path, fmt, info, tuple(ends)):
-                parts.append(batch)
-                for column, rows in end_ids.items():
-                    node_parts[ends[column]].append(rows)
-        weight = WEIGHT_FEATURE if name in weighted else None
-        adjacency[name] = build_adjacency(EdgeBatch.concat(parts, info.features), weight)
-    node_tables = {
-        name: build_node_table(NodeBatch.concat(node_parts[name], info.features))
-        for name, info in graph.node_sets.items()
-    }
+            parts.append(("edge", name, list(graph_tables.read_edge_file(path, fmt, info, ends))))
+    return build_tables(graph, plan, parts)
+
+
+def build_tables(graph: GraphInfo, plan: SamplingPlan, parts: list, threads: int | None = None):
+    """[(kind, set, pieces)] of every table file (node pieces: NodeBatch; edge pieces:
+    (EdgeBatch, {end column: NodeBatch of latent ids})) -> (node tables, fp-keyed adjacency).
+
+    The sets are built side by side on `threads` threads (default: this process's cores):
+    numpy's sorts and gathers release the GIL, and each set's result depends on its rows only,
+    so the tables are the same whatever the number of threads.
+    """
+    node_parts = {name: [] for name in graph.node_sets}
+    edge_parts = {name: [] for name in graph.edge_sets}
+    for kind, name, pieces in parts:
+        if kind == "node":
+            node_parts[name].extend(pieces)
+            continue
+        ends = graph_tables.latent_ends(graph, graph.edge_sets[name])
+        for batch, end_ids in pieces:
+            edge_parts[name].append(batch)
+            for column, rows in end_ids.items():
+                node_parts[ends[column]].append(rows)
+    weighted = plan.weighted_edge_sets()
+
+    def edges(name: str) -> Adjacency:
+        info = graph.edge_sets[name]
+        batch = EdgeBatch.concat(edge_parts.pop(name), info.features)
+        return build_adjacency(batch, WEIGHT_FEATURE if name in weighted else None)
+
+    def nodes(name: str):
+        info = graph.node_sets[name]
+        return build_node_table(NodeBatch.concat(node_parts.pop(name), info.features))
+
+    jobs = [(edges, name) for name in graph.edge_sets] + [(nodes, name) for name in graph.node_sets]
+    with concurrent.futures.ThreadPoolExecutor(min(threads or cpu_count(), len(jobs)) or 1) as pool:
+        done = [pool.submit(build, name) for build, name in jobs]
+        built = [future.result() for future in done]
+    adjacency = dict(zip(graph.edge_sets, built[: len(graph.edge_sets)], strict=True))
+    node_tables = dict(zip(graph.node_sets, built[len(graph.edge_sets) :], strict=True))
     return node_tables, adjacency
 
 

@@ -25,17 +25,17 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.batches import EdgeBatch, NodeBatch, bytes_array
+from sampler.batches import NodeBatch, bytes_array
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
 from sampler.io import files, graph_tables
 from sampler.io.files import write_error
-from sampler.node_table import NodeTable, build_node_table
+from sampler.node_table import NodeTable
 from sampler.sample import graph_store
-from sampler.sample.adjacency import build_adjacency
 from sampler.sample.dense import densify, edge_facts
+from sampler.sample.in_memory import build_tables
 from sampler.sample.link import edge_pairs
-from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
+from sampler.sample.plan import SamplingPlan
 from sampler.schema import GraphInfo
 
 LINK_PAIRS = "link_pairs"
@@ -124,35 +124,6 @@ def read_part(path: str) -> tuple[str, str, list]:
     return kind, name, pieces
 
 
-def build_dense_graph(graph: GraphInfo, plan: SamplingPlan, parts: list):
-    """[(kind, set, pieces)] of every table file -> (node tables, fp-keyed adjacency), as
-    sampler.sample.in_memory.load_tables builds them from the same rows."""
-    node_parts = {name: [] for name in graph.node_sets}
-    edge_parts = {name: [] for name in graph.edge_sets}
-    for kind, name, pieces in parts:
-        if kind == "node":
-            node_parts[name].extend(pieces)
-            continue
-        ends = graph_tables.latent_ends(graph, graph.edge_sets[name])
-        for batch, end_ids in pieces:
-            edge_parts[name].append(batch)
-            for column, rows in end_ids.items():
-                node_parts[ends[column]].append(rows)
-    weighted = plan.weighted_edge_sets()
-    adjacency = {
-        name: build_adjacency(
-            EdgeBatch.concat(edge_parts[name], info.features),
-            WEIGHT_FEATURE if name in weighted else None,
-        )
-        for name, info in graph.edge_sets.items()
-    }
-    nodes = {
-        name: build_node_table(NodeBatch.concat(node_parts[name], info.features))
-        for name, info in graph.node_sets.items()
-    }
-    return nodes, adjacency
-
-
 class _Build(beam.DoFn):
     """Once per run: the parts -> the snapshot folder (main output) and, for link prediction's
     default seeds, the link edge set's (source fps, target fps) (LINK_PAIRS)."""
@@ -166,7 +137,7 @@ class _Build(beam.DoFn):
     def process(self, _, parts):
         graph = self._graph
         paths = [path for _, path in sorted(parts)]
-        nodes, adjacency = build_dense_graph(graph, self._plan, [read_part(p) for p in paths])
+        nodes, adjacency = build_tables(graph, self._plan, [read_part(p) for p in paths])
         for name, info in graph.node_sets.items():
             if info.filename:
                 Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}").inc(nodes[name].duplicates)
