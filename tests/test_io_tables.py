@@ -635,3 +635,32 @@ def test_property_tfrecord_garbage(tmp_path, raw, payloads):
     good = example(**{"#id": [b"a"], "f": [0.5], "v": [b"x", b"y"]})
     write_records(path, [good, *payloads])
     _check_only_user_errors(str(path), "tfrecord")
+
+
+def test_latent_ends_are_distinct_ids(tmp_path):
+    """A latent node set's rows from an edge file: each id once (the set of the file's ids,
+    checked with Python sets), with its own fingerprint."""
+    from sampler import ids
+    from sampler.io import graph_tables
+    from sampler.schema import EdgeSetInfo
+
+    path = tmp_path / "writes.csv"
+    path.write_text("#source,#target\na1,p1\na2,p1\na1,p2\na3,p3\na1,p3\n")
+    info = EdgeSetInfo("writes", "author", "paper", {}, str(path), False)
+    [(edges, ends)] = graph_tables.read_edge_file(str(path), "csv", info, ("#source",))
+    assert len(edges) == 5
+    got = ends["#source"]
+    assert sorted(got.ids.tolist()) == [b"a1", b"a2", b"a3"]
+    assert got.fp.tolist() == ids.fingerprint(pa.array(got.ids.tolist())).tolist()
+
+
+def test_latent_ends_fingerprint_collision(monkeypatch):
+    """Two different ids with one fingerprint are an error, not one merged node (a 64-bit
+    collision cannot be made for real: the fingerprint is replaced by a constant)."""
+    from sampler.io import graph_tables
+    from sampler.node_table import FingerprintCollision
+
+    monkeypatch.setattr(graph_tables.ids, "fingerprint", lambda col: np.zeros(len(col), np.uint64))
+    assert graph_tables.distinct_ids(pa.array([b"x", b"x"])).ids.tolist() == [b"x"]
+    with pytest.raises(FingerprintCollision, match="share a 64-bit fingerprint"):
+        graph_tables.distinct_ids(pa.array([b"x", b"x", b"y"]))

@@ -9,10 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sampler import ids
+from sampler.arrays import sorted_unique_index
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.io import files, readers
+from sampler.node_table import FingerprintCollision
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
 
@@ -39,15 +43,31 @@ def read_edge_file(
     """Edge batches (source/target swapped for reversed sets), plus the ids at latent ends.
 
     `latent_ends` lists '#source' / '#target' (as stored in the file) whose node set has no
-    table: their ids are returned as feature-less NodeBatches keyed by that column.
+    table: their distinct ids are returned as feature-less NodeBatches keyed by that column.
     """
     tables = readers.read_table(path, fmt, ("#source", "#target"), info.features, on_bad=on_bad)
     for table in tables:
         ends = {}
         for column in latent_ends:
-            col = table.column(column).combine_chunks()
-            ends[column] = NodeBatch(ids.fingerprint(col), col.to_numpy(zero_copy_only=False), {})
+            ends[column] = distinct_ids(table.column(column).combine_chunks())
         yield EdgeBatch.from_table(table, info.features, info.reversed), ends
+
+
+def distinct_ids(column: pa.Array) -> NodeBatch:
+    """The distinct ids of a column as a feature-less NodeBatch in fingerprint order (a latent
+    node set's rows: an author of a thousand papers is one row, not a thousand); two ids with
+    one fingerprint raise FingerprintCollision, as in build_node_table."""
+    fp = ids.fingerprint(column)
+    unique, first = sorted_unique_index(fp)
+    if len(unique) < len(fp):
+        same = pc.equal(column, column.take(first[np.searchsorted(unique, fp)]))
+        if not pc.all(same).as_py():
+            i = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+            j = first[np.searchsorted(unique, fp[i])]
+            raise FingerprintCollision(
+                f"ids {column[i].as_py()!r} and {column[j].as_py()!r} share a 64-bit fingerprint"
+            )
+    return NodeBatch(unique, column.take(first).to_numpy(zero_copy_only=False), {})
 
 
 def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
