@@ -103,8 +103,10 @@ def test_beams_time_flushed_stream_drops_a_write_made_during_its_flush():
         in_flush.set()
         queue_full.wait()
 
+    # The first periodic flush comes 0.5 s after the stream starts, so that "first" is written
+    # before it even on a loaded machine (an earlier, empty flush would block in `send`).
     stream = data_plane.TimeBasedBufferingClosableOutputStream(
-        close_callback=sent.append, flush_callback=send, time_flush_threshold_ms=10
+        close_callback=sent.append, flush_callback=send, time_flush_threshold_ms=500
     )
     stream.write(b"first")
     assert in_flush.wait(10)
