@@ -12,9 +12,7 @@ output order.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
-import os
 import typing
 
 import numpy as np
@@ -30,6 +28,7 @@ from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import choose
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
+from sampler.threads import map_threads
 
 
 @dataclasses.dataclass
@@ -86,17 +85,10 @@ def densify(
         info = graph.edge_sets[name]
         return _dense_adjacency(adjacency[name], nodes[info.source], nodes[info.target])
 
-    workers = max(1, min(threads or cpu_count(), len(names)))
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        done = list(pool.map(one, names))
+    done = map_threads(one, names, threads)
     dense = {name: adj for name, (adj, _) in zip(names, done, strict=True)}
     dropped = {name: count for name, (_, count) in zip(names, done, strict=True)}
     return DenseGraph(nodes, dense, dropped)
-
-
-def cpu_count() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):

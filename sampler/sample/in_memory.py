@@ -9,7 +9,6 @@ and it is the floor in the benchmarks.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,11 +17,12 @@ from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
-from sampler.sample.dense import DenseGraph, cpu_count, densify, sample_chunk_columns
+from sampler.sample.dense import DenseGraph, densify, sample_chunk_columns
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
+from sampler.threads import map_threads
 
 InMemoryGraph = DenseGraph
 
@@ -34,17 +34,25 @@ def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
 
 def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, Adjacency]]:
     """Every table read once: node tables and fingerprint-keyed adjacency lists (with the
-    edges whose endpoint is missing, which `densify` drops)."""
-    parts = []
+    edges whose endpoint is missing, which `densify` drops). The files are read side by side
+    on the process's cores (Arrow and numpy release the GIL); the first bad file in schema
+    order fails the run, as in one thread."""
+    files = []
     for name, info in graph.node_sets.items():
         if info.filename:
-            for path, fmt in graph_tables.table_files(info.filename):
-                parts.append(("node", name, list(graph_tables.read_node_file(path, fmt, info))))
+            files += [("node", name, *f) for f in graph_tables.table_files(info.filename)]
     for name, info in graph.edge_sets.items():
+        files += [("edge", name, *f) for f in graph_tables.table_files(info.filename)]
+
+    def read(file: tuple[str, str, str, str]) -> tuple[str, str, list]:
+        kind, name, path, fmt = file
+        if kind == "node":
+            return kind, name, list(graph_tables.read_node_file(path, fmt, graph.node_sets[name]))
+        info = graph.edge_sets[name]
         ends = tuple(graph_tables.latent_ends(graph, info))
-        for path, fmt in graph_tables.table_files(info.filename):
-            parts.append(("edge", name, list(graph_tables.read_edge_file(path, fmt, info, ends))))
-    return build_tables(graph, plan, parts)
+        return kind, name, list(graph_tables.read_edge_file(path, fmt, info, ends))
+
+    return build_tables(graph, plan, map_threads(read, files))
 
 
 def build_tables(graph: GraphInfo, plan: SamplingPlan, parts: list, threads: int | None = None):
@@ -78,9 +86,7 @@ def build_tables(graph: GraphInfo, plan: SamplingPlan, parts: list, threads: int
         return build_node_table(NodeBatch.concat(node_parts.pop(name), info.features))
 
     jobs = [(edges, name) for name in graph.edge_sets] + [(nodes, name) for name in graph.node_sets]
-    with concurrent.futures.ThreadPoolExecutor(min(threads or cpu_count(), len(jobs)) or 1) as pool:
-        done = [pool.submit(build, name) for build, name in jobs]
-        built = [future.result() for future in done]
+    built = map_threads(lambda job: job[0](job[1]), jobs, threads)
     adjacency = dict(zip(graph.edge_sets, built[: len(graph.edge_sets)], strict=True))
     node_tables = dict(zip(graph.node_sets, built[len(graph.edge_sets) :], strict=True))
     return node_tables, adjacency
