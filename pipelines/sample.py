@@ -108,10 +108,11 @@ def make_parser() -> argparse.ArgumentParser:
         type=float,
         default=4096,
         help="Memory budget (MB) of one SDK worker process for --graph_placement=auto: worker if"
-        " a process holding the whole graph fits, else topology if one holding the graph"
-        " without node features fits, else sharded. A process's need is predicted from the"
-        " table file sizes with measured rates (~0.6 GB + 3.1x the tables it holds, +0.6 GB of"
-        " working set for topology; sampler/tools/placement_cost.py)."
+        " the process that builds the whole graph (mapped once per machine) fits, else topology"
+        " if one holding the graph without node features fits, else sharded. A process's need"
+        " is predicted from the table file sizes (TFRecord-equivalent) with measured rates"
+        " (worker ~0.6 GB + 2.0x the tables, topology ~0.6 GB + 3.1x the tables it holds"
+        " + 0.6 GB; sampler/tools/placement_cost.py)."
         " (--worker_graph_limit_mb: old name.)",
     )
     parser.add_argument(
@@ -304,7 +305,7 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
     budget = args.worker_memory_mb
     if need["worker"] <= budget:
         picked = "worker"
-        why = f"a process holding the whole graph (~{whole:,.0f} MB of tables) needs ~{need['worker']:,.0f} MB"
+        why = f"the process building the whole graph (~{whole:,.0f} MB of tables) needs ~{need['worker']:,.0f} MB"
     elif need["topology"] <= budget:
         picked = "topology"
         why = (

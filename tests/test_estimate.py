@@ -168,8 +168,11 @@ def test_cli_estimate_against_real_pipeline_files(tmp_path, capsys):
     assert set(placements) == {"worker", "topology", "sharded"}
     for name in placements:
         assert f"  {name} " in printed
-    # the worker placement holds every table; the topology placement the tables less features
-    assert placements["worker"]["side_input_gb"] > placements["topology"]["side_input_gb"] > 0
+    # the worker placement maps one snapshot of the whole graph per machine (no side input);
+    # each topology process reads the tables less features as a side input
+    assert placements["worker"]["side_input_gb"] == 0
+    assert placements["worker"]["snapshot_gb"] > 0 and placements["topology"]["side_input_gb"] > 0
+    assert placements["topology"]["snapshot_gb"] == 0
 
 
 def test_cli_estimate_with_input_seeds(mag3000, tmp_path, capsys):

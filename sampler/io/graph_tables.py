@@ -106,33 +106,45 @@ def read_seed_pairs(pattern: str, on_bad: readers.OnBad = None) -> tuple[np.ndar
     )
 
 
-def total_bytes(graph: GraphInfo) -> int:
-    """Bytes of every table file of the graph (a reversed edge set's table counted once)."""
-    patterns = {info.filename for info in graph.node_sets.values() if info.filename}
-    patterns |= {info.filename for info in graph.edge_sets.values()}
-    return sum(
-        files.file_size(path)
-        for pattern in sorted(patterns)
-        for path in files.expand_files(pattern)
-    )
-
-
 ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file
+
+# A table file's bytes as the TFRecord bytes of the same rows, by format and by what dominates
+# the rows (feature values, or ids): the placement rates (sampler/tools/placement_cost.py) are
+# measured on TFRecord tables. The same generated MAG graph at 50k papers in each format: edge
+# tables 4.4-4.9x (CSV) and 10-22x (Parquet, whose generated ids compress well) smaller than
+# TFRecord; the 128-dim paper table 3.0-4.2x larger (CSV text) and 1.1x smaller (Parquet). The
+# largest ratio seen of each, so that a prediction errs on the side of more memory.
+TFRECORD_BYTES_PER_BYTE = {
+    ("tfrecord", "features"): 1.0,
+    ("tfrecord", "ids"): 1.0,
+    ("csv", "features"): 0.35,
+    ("csv", "ids"): 5.0,
+    ("parquet", "features"): 1.2,
+    ("parquet", "ids"): 22.0,
+}
 
 
 def size_estimates(graph: GraphInfo) -> tuple[int, int]:
-    """(whole graph, graph without node features) in bytes, from the table files' sizes.
+    """(whole graph, graph without node features) in TFRecord-equivalent bytes of tables
+    (TFRECORD_BYTES_PER_BYTE), from the table files' sizes; a reversed edge set's table
+    counted once.
 
     A node table's feature share is estimated from the schema: row bytes ~ id + feature values.
     """
-    whole = total_bytes(graph)
-    features = 0
+    whole = features = 0
     for info in graph.node_sets.values():
-        if not info.filename or not info.features:
+        if not info.filename:
             continue
         width = sum(
             spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
         )
-        size = sum(files.file_size(p) for p in files.expand_files(info.filename))
-        features += int(size * width / (width + ID_BYTES))
-    return whole, whole - features
+        for path, fmt in table_files(info.filename):
+            size = (
+                files.file_size(path) * TFRECORD_BYTES_PER_BYTE[fmt, "features" if width else "ids"]
+            )
+            whole += size
+            features += size * width / (width + ID_BYTES)
+    for pattern in sorted({info.filename for info in graph.edge_sets.values()}):
+        for path, fmt in table_files(pattern):
+            whole += files.file_size(path) * TFRECORD_BYTES_PER_BYTE[fmt, "ids"]
+    return int(whole), int(whole - features)

@@ -4,12 +4,15 @@ A planning model, not a measurement on Dataflow. Its rates are this project's lo
 measurements (docs/BENCHMARKS.md, "Placements"; docs/benchmarks-history.md, "Placements at
 scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
 
-- `worker` holds the whole graph in each SDK process: peak RSS 0.50 GB at 0.022 GB of tables
-  (10k papers, 312 seeds per bucket), 0.72 GB at 0.045 GB (20k papers, 625 seeds per bucket)
-  and 0.99 GB at 0.23 GB (100k papers, 312 per bucket; 1 GB = 1e9 bytes): about 0.6 GB
-  (Python, Beam, a bucket's subgraphs) + 3.1 x the table bytes, which covers all three (5.3 GB
-  measured at 2.3 GB of tables: the rate over-predicts large graphs, the safe side). It
-  shuffles 0.01 to 0.85 x the output, and every process reads the graph as a side input.
+- `worker` holds the graph once per machine: one SDK process builds it from the part files the
+  workers read and writes it as a snapshot that every process of the machine maps
+  (sampler/beam/sample/snapshot.py). The builder's peak RSS was 1.29 GB at 0.474 GB of tables
+  (200k papers, 2 processes, 2026-11-27) and 0.56 GB at 0.114 GB (50k), and 1.45 GB for the
+  200k graph in Parquet (0.136 GB of files, 0.66 GB TFRecord-equivalent): within 0.6 GB + 2.0 x
+  the tables. The snapshot was 0.54-0.55 x the tables; each other process 0.53-0.64 GB RSS,
+  the snapshot pages it touched included. A machine holds the builder and its other processes,
+  or later the snapshot and all of its processes. It shuffles 0.01 to 0.85 x the output.
+  (Before the snapshot every process held the graph: 0.6 GB + 3.1 x the tables each.)
 - `topology` holds the graph without node features, the same 3.1 x applied to the tables less
   their feature bytes, plus a working set (feature rows, the fill of a part): 0.78, 1.20 and
   1.36 GB measured at those three sizes, within 0.6 GB + 3.1 x its tables + 0.6 GB; it
@@ -20,11 +23,14 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
   1.8 GB; it shuffles 2.0 to 2.3 x the output and took 2.8 x, 3.9 x and 1.9 x the `worker`
   time. The working sets grow with a bucket's seeds (seeds / --num_buckets).
 
-These are the runs after `pipelines.streamed_inputs` (the local runner had sent each worker
+Table bytes here are TFRecord-equivalent (sampler.io.graph_tables.size_estimates scales CSV
+and Parquet files to the TFRecord bytes of the same rows). These are the runs after
+`pipelines.streamed_inputs` (the local runner had sent each worker
 process its whole share of a stage's input at once, which had tripled their memory).
 
-Python on Dataflow runs one SDK process per vCPU: a machine fits a placement when its memory
-per vCPU holds one process. A graph too large for that can still run `worker` or `topology`
+Python on Dataflow runs one SDK process per vCPU: a machine fits `topology` and `sharded` when
+its memory per vCPU holds one process, and `worker` when its memory holds the builder and the
+machine's other processes, and the snapshot and all of them. A graph too large for that can still run `worker` or `topology`
 with one SDK process per VM (`--experiments=no_use_multiple_sdk_containers`, threads share
 the graph) on a machine whose whole memory holds it; that process runs Python on about one
 core at a time (the GIL), so the model bills all of the VM's vCPUs for each CPU-hour (a
@@ -39,6 +45,8 @@ import dataclasses
 GB = 1e9
 BASE_PROCESS_GB = 0.6  # an SDK process with Python, Beam, numpy, pyarrow and a bucket
 RSS_PER_TABLE_BYTE = 3.1  # SDK process RSS growth per byte of table files held
+WORKER_BUILD_PER_TABLE_BYTE = 2.0  # the process that builds the worker placement's snapshot
+SNAPSHOT_PER_TABLE_BYTE = 0.6  # the worker placement's snapshot, mapped once per machine
 TOPOLOGY_WORKING_SET_GB = 0.6  # topology's working set above worker's (see above)
 SHARDED_WORKING_SET_GB = 1.8  # sharded's frontier and bucket pieces (see above)
 SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.5}
@@ -62,7 +70,8 @@ MACHINES = (  # (name, vCPUs, GB), smallest memory per vCPU first within a size
 @dataclasses.dataclass(frozen=True)
 class PlacementCost:
     placement: str
-    process_gb: float  # peak memory of one SDK process
+    process_gb: float  # peak memory of one SDK process (worker: the snapshot's builder)
+    snapshot_gb: float  # worker: the graph, once per machine; else 0
     machine: str  # "" when no machine holds one process
     processes_per_vm: str  # "one per vCPU" or "one per VM"
     vcpu_hours: float  # CPU time
@@ -73,9 +82,9 @@ class PlacementCost:
 
 
 def process_gb(placement: str, table_bytes: float, topology_bytes: float, num_shards: int):
-    """One SDK process's peak memory in GB, from the measured rates."""
+    """The largest SDK process's peak memory in GB, from the measured rates."""
     if placement == "worker":
-        return BASE_PROCESS_GB + RSS_PER_TABLE_BYTE * table_bytes / GB
+        return BASE_PROCESS_GB + WORKER_BUILD_PER_TABLE_BYTE * table_bytes / GB
     if placement == "topology":
         held = RSS_PER_TABLE_BYTE * topology_bytes / GB
         return BASE_PROCESS_GB + held + TOPOLOGY_WORKING_SET_GB
@@ -83,13 +92,23 @@ def process_gb(placement: str, table_bytes: float, topology_bytes: float, num_sh
     return BASE_PROCESS_GB + shard + SHARDED_WORKING_SET_GB
 
 
-def _machine(need_gb: float) -> tuple[str, str, float, int]:
-    """(machine, processes per VM, GB per vCPU, vCPUs billed per CPU) for a process."""
+def machine_gb(placement: str, process: float, table_bytes: float, processes: int) -> float:
+    """The memory a machine running `processes` SDK processes needs, in GB."""
+    if placement == "worker":
+        building = process + (processes - 1) * BASE_PROCESS_GB
+        sampling = SNAPSHOT_PER_TABLE_BYTE * table_bytes / GB + processes * BASE_PROCESS_GB
+        return max(building, sampling)
+    return processes * process
+
+
+def _machine(needs) -> tuple[str, str, float, int]:
+    """(machine, processes per VM, GB per vCPU, vCPUs billed per CPU) for `needs(processes)`,
+    the GB a machine running that many SDK processes needs."""
     for name, vcpus, gb in MACHINES:
-        if gb / vcpus >= need_gb:
+        if gb >= needs(vcpus):
             return name, "one per vCPU", gb / vcpus, 1
     for name, vcpus, gb in MACHINES:
-        if gb >= need_gb:
+        if gb >= needs(1):
             return name, "one per VM", gb / vcpus, vcpus
     return "", "", 0.0, 0
 
@@ -105,10 +124,13 @@ def placement_costs(
     out = []
     for placement in ("worker", "topology", "sharded"):
         need = process_gb(placement, table_bytes, topology_bytes, num_shards)
-        machine, per_vm, gb_per_vcpu, billed = _machine(need)
+        machine, per_vm, gb_per_vcpu, billed = _machine(
+            lambda n, p=placement, need=need: machine_gb(p, need, table_bytes, n)
+        )
+        snapshot = SNAPSHOT_PER_TABLE_BYTE * table_bytes / GB if placement == "worker" else 0.0
         vcpu_hours = worker_vcpu_seconds * TIME_FACTOR[placement] / 3600
         shuffle = SHUFFLE_PER_OUTPUT[placement] * output_bytes / GB
-        side = {"worker": table_bytes, "topology": topology_bytes}.get(placement, 0.0) / GB
+        side = topology_bytes / GB if placement == "topology" else 0.0
         paid = vcpu_hours * billed
         cost = (
             paid * (VCPU_HOUR_USD + gb_per_vcpu * GB_HOUR_USD) + shuffle * SHUFFLE_GB_USD
@@ -116,7 +138,9 @@ def placement_costs(
             else float("nan")
         )
         out.append(
-            PlacementCost(placement, need, machine, per_vm, vcpu_hours, paid, shuffle, side, cost)
+            PlacementCost(
+                placement, need, snapshot, machine, per_vm, vcpu_hours, paid, shuffle, side, cost
+            )
         )
     return out
 
@@ -127,8 +151,9 @@ def cost_lines(costs: list[PlacementCost]) -> list[str]:
     for c in costs:
         where = f"{c.machine}, SDK processes {c.processes_per_vm}" if c.machine else "no machine"
         cost = f"~${c.cost_usd:,.2f}" if c.machine else "-"
+        once = f" the graph once per machine ({c.snapshot_gb:,.1f} GB);" if c.snapshot_gb else ""
         lines.append(
-            f"  {c.placement:9s} {c.process_gb:8,.1f} GB per process ({where});"
+            f"  {c.placement:9s} {c.process_gb:8,.1f} GB per process ({where});{once}"
             f" {c.vcpu_hours:,.1f} CPU-h ({c.billed_vcpu_hours:,.0f} vCPU-h billed),"
             f" shuffle {c.shuffle_gb:,.1f} GB,"
             f" side inputs {c.side_input_gb:,.1f} GB per process; {cost}"
