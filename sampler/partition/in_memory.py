@@ -40,6 +40,7 @@ from sampler.partition.graph import (
     shard_starts,
 )
 from sampler.schema import GraphInfo
+from sampler.threads import map_threads
 
 SHARD = 0  # the one node shard of every node type
 
@@ -84,27 +85,45 @@ def read_graph(
 ) -> Graph:
     """Reads every table (bad rows to `bad_lines`, as JSON dead letters) and numbers the
     nodes and edges with original ids (sampler/beam/partition/read.py)."""
-    batches: dict[str, list[NodeBatch]] = {name: [] for name in types.ntypes}
-    edge_batches: dict[int, list[EdgeBatch]] = {}
-    for name in types.ntypes:
-        info = graph.node_sets[name]
-        if info.filename:
-            for path, fmt in graph_tables.table_files(info.filename):
-                on_bad = _dead_letters(name, counters, bad_lines)
-                for batch in graph_tables.read_node_file(path, fmt, info, on_bad):
-                    counters.inc(f"rows_read/{name}", len(batch))
-                    batches[name].append(batch)
+    files = [  # (node set name or edge type, path, format), in the order of the dead letters
+        (name, *f)
+        for name in types.ntypes
+        if graph.node_sets[name].filename
+        for f in graph_tables.table_files(graph.node_sets[name].filename)
+    ]
     for etype, (_, name, _) in enumerate(types.etypes):
-        info = graph.edge_sets[name]
-        ends = graph_tables.latent_ends(graph, info)
-        edge_batches[etype] = []
-        for path, fmt in graph_tables.table_files(info.filename):
-            on_bad = _dead_letters(name, counters, bad_lines)
-            for batch, end_ids in graph_tables.read_edge_file(path, fmt, info, tuple(ends), on_bad):
+        files += [(etype, *f) for f in graph_tables.table_files(graph.edge_sets[name].filename)]
+
+    def read(file) -> tuple[list, list]:
+        """(pieces, bad rows) of one file: the files are read side by side on threads, and
+        their rows and bad rows then taken in file order, as one thread would."""
+        key, path, fmt = file
+        bad = []
+        if isinstance(key, str):
+            info = graph.node_sets[key]
+            return list(graph_tables.read_node_file(path, fmt, info, bad.append)), bad
+        info = graph.edge_sets[types.etypes[key][1]]
+        ends = tuple(graph_tables.latent_ends(graph, info))
+        return list(graph_tables.read_edge_file(path, fmt, info, ends, bad.append)), bad
+
+    batches: dict[str, list[NodeBatch]] = {name: [] for name in types.ntypes}
+    edge_batches: dict[int, list[EdgeBatch]] = {etype: [] for etype in range(len(types.etypes))}
+    for (key, _, _), (pieces, bad) in zip(files, map_threads(read, files), strict=True):
+        name = key if isinstance(key, str) else types.etypes[key][1]
+        for row in bad:
+            counters.inc(f"bad_records/{name}", 1)
+            bad_lines.append(row.to_json(set=name))
+        if isinstance(key, str):
+            for batch in pieces:
                 counters.inc(f"rows_read/{name}", len(batch))
-                edge_batches[etype].append(batch)
-                for column, rows in end_ids.items():
-                    batches[ends[column]].append(rows)
+                batches[name].append(batch)
+            continue
+        ends = graph_tables.latent_ends(graph, graph.edge_sets[name])
+        for batch, end_ids in pieces:
+            counters.inc(f"rows_read/{name}", len(batch))
+            edge_batches[key].append(batch)
+            for column, rows in end_ids.items():
+                batches[ends[column]].append(rows)
     nodes = {}
     for t, name in enumerate(types.ntypes):
         parts = [b for b in batches.pop(name) if len(b)]
@@ -128,14 +147,6 @@ def read_graph(
     for shard in edges.values():
         shard.start = int(edge_starts[shard.etype, SHARD])
     return Graph(types, nodes, edges, starts)
-
-
-def _dead_letters(name: str, counters: Counters, bad_lines: list[str]):
-    def on_bad(bad) -> None:
-        counters.inc(f"bad_records/{name}", 1)
-        bad_lines.append(bad.to_json(set=name))
-
-    return on_bad
 
 
 def _resolve(types: GraphTypes, etype: int, pieces, nodes, counters) -> EdgeShard | None:
