@@ -113,3 +113,30 @@ def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
         return
     assert sample_cli.placement(graph, args, plan) == expected
     assert capsys.readouterr().out.startswith(f"graph placement: {expected}: ")
+
+
+def test_parquet_tables_of_ids_are_sized_by_their_rows(tmp_path, monkeypatch):
+    """A Parquet edge table is sized by the rows in its footer (its ids compress by 3-22x),
+    whatever its compression; a file that is not Parquet falls back to its bytes (the read
+    reports it)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sampler.io import parquet_reader
+
+    table = pa.table({"#source": [f"a{i}" for i in range(5000)], "#target": ["p1"] * 5000})
+    pq.write_table(table, tmp_path / "plain.parquet", compression="none")
+    pq.write_table(table, tmp_path / "zstd.parquet", compression="zstd")
+    for name in ("plain.parquet", "zstd.parquet"):
+        assert parquet_reader.parquet_rows(str(tmp_path / name)) == 5000
+        assert graph_tables._tfrecord_bytes(str(tmp_path / name), "ids") == pytest.approx(5000 * 64)
+    both = str(tmp_path / "*.parquet")
+    assert graph_tables._tfrecord_bytes(both, "ids") == pytest.approx(10000 * 64)
+    # beyond FOOTERS_READ files, the rows of the others are scaled from those read by bytes
+    with monkeypatch.context() as patch:
+        patch.setattr(graph_tables, "FOOTERS_READ", 1)
+        one_read = graph_tables._tfrecord_bytes(both, "ids")
+    assert 10000 * 64 * 0.2 < one_read < 10000 * 64 * 5
+    (tmp_path / "broken.parquet").write_bytes(b"not parquet at all")
+    assert parquet_reader.parquet_rows(str(tmp_path / "broken.parquet")) is None
+    assert graph_tables._tfrecord_bytes(str(tmp_path / "broken.parquet"), "ids") > 0

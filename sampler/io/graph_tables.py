@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from sampler import ids
 from sampler.arrays import sorted_unique_index
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
-from sampler.io import files, readers
+from sampler.io import files, parquet_reader, readers
 from sampler.node_table import FingerprintCollision
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
@@ -111,40 +111,65 @@ ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file
 # A table file's bytes as the TFRecord bytes of the same rows, by format and by what dominates
 # the rows (feature values, or ids): the placement rates (sampler/tools/placement_cost.py) are
 # measured on TFRecord tables. The same generated MAG graph at 50k papers in each format: edge
-# tables 4.4-4.9x (CSV) and 10-22x (Parquet, whose generated ids compress well) smaller than
-# TFRecord; the 128-dim paper table 3.0-4.2x larger (CSV text) and 1.1x smaller (Parquet). The
-# largest ratio seen of each, so that a prediction errs on the side of more memory.
+# tables 4.4-4.9x smaller in CSV than in TFRecord, the 128-dim paper table 3.0-4.2x larger
+# (CSV text) and 1.1x smaller (Parquet); the largest ratio seen of each, so that a prediction
+# errs on the side of more memory.
 TFRECORD_BYTES_PER_BYTE = {
     ("tfrecord", "features"): 1.0,
     ("tfrecord", "ids"): 1.0,
     ("csv", "features"): 0.35,
     ("csv", "ids"): 5.0,
     ("parquet", "features"): 1.2,
-    ("parquet", "ids"): 22.0,
 }
+# Parquet compresses ids by 3-22x depending on the data (generated MAG edge tables), so a
+# Parquet table of ids is sized by its rows (the file's footer) at the TFRecord bytes of an
+# edge row of two short ids: 63.6 bytes measured (MAG cites, 50k papers).
+TFRECORD_BYTES_PER_ID_ROW = 64
+
+
+# Footers read per table at most: a table of thousands of files on gs:// is sized from these.
+FOOTERS_READ = 16
+
+
+def _tfrecord_bytes(pattern: str, kind: str) -> float:
+    """A table's size as the TFRecord bytes of its rows (TFRECORD_BYTES_PER_BYTE). A Parquet
+    table of ids: by its rows, read in the footers of up to FOOTERS_READ files and scaled by
+    bytes to the others (a file that is not Parquet counts by its bytes; the read reports it)."""
+    tables = [(path, fmt, files.file_size(path)) for path, fmt in table_files(pattern)]
+    by_rows = [(path, size) for path, fmt, size in tables if fmt == "parquet" and kind == "ids"]
+    footers = [(size, parquet_reader.parquet_rows(path)) for path, size in by_rows[:FOOTERS_READ]]
+    footers = [(size, rows) for size, rows in footers if rows is not None]
+    if not footers:
+        by_rows = []
+    total = sum(
+        size * TFRECORD_BYTES_PER_BYTE[fmt, "features" if fmt == "parquet" else kind]
+        for path, fmt, size in tables
+        if (path, size) not in by_rows
+    )
+    if by_rows:
+        rows_per_byte = sum(rows for _, rows in footers) / max(sum(s for s, _ in footers), 1)
+        total += sum(size for _, size in by_rows) * rows_per_byte * TFRECORD_BYTES_PER_ID_ROW
+    return total
 
 
 def size_estimates(graph: GraphInfo) -> tuple[int, int]:
     """(whole graph, graph without node features) in TFRecord-equivalent bytes of tables
-    (TFRECORD_BYTES_PER_BYTE), from the table files' sizes; a reversed edge set's table
-    counted once.
+    (TFRECORD_BYTES_PER_BYTE, TFRECORD_BYTES_PER_ID_ROW), from the table files' sizes and
+    Parquet footers; a reversed edge set's table counted once.
 
     A node table's feature share is estimated from the schema: row bytes ~ id + feature values.
     """
-    whole = features = 0
+    whole = features = 0.0
     for info in graph.node_sets.values():
         if not info.filename:
             continue
         width = sum(
             spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
         )
-        for path, fmt in table_files(info.filename):
-            size = (
-                files.file_size(path) * TFRECORD_BYTES_PER_BYTE[fmt, "features" if width else "ids"]
-            )
-            whole += size
-            features += size * width / (width + ID_BYTES)
-    for pattern in sorted({info.filename for info in graph.edge_sets.values()}):
-        for path, fmt in table_files(pattern):
-            whole += files.file_size(path) * TFRECORD_BYTES_PER_BYTE[fmt, "ids"]
+        size = _tfrecord_bytes(info.filename, "features" if width else "ids")
+        whole += size
+        features += size * width / (width + ID_BYTES)
+    edge_sets = {info.filename: info for info in graph.edge_sets.values()}
+    for pattern in sorted(edge_sets):
+        whole += _tfrecord_bytes(pattern, "features" if edge_sets[pattern].features else "ids")
     return int(whole), int(whole - features)

@@ -20,6 +20,20 @@ from sampler.io.files import open_file
 from sampler.io.read_common import BadRecord, arrow_schema, first_line, fixed_list, ints_as_ids
 
 
+def parquet_rows(path: str) -> int | None:
+    """The rows of a Parquet file from its footer (no data read); None when it is not one (the
+    read reports that)."""
+    with open_file(path) as f:
+        f.seek(0, io.SEEK_END)
+        if f.tell() == 0:
+            return 0
+        f.seek(0)
+        try:
+            return pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowException, OSError, ValueError):
+            return None
+
+
 def read_parquet(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
     schema = arrow_schema(id_columns, specs)
     with open_file(path) as f:

@@ -7,9 +7,10 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
 - `worker` holds the graph once per machine: one SDK process builds it from the part files the
   workers read and writes it as a snapshot that every process of the machine maps
   (sampler/beam/sample/snapshot.py). The builder's peak RSS was 1.29 GB at 0.474 GB of tables
-  (200k papers, 2 processes, 2026-11-27) and 0.56 GB at 0.114 GB (50k), and 1.45 GB for the
-  200k graph in Parquet (0.136 GB of files, 0.66 GB TFRecord-equivalent): within 0.6 GB + 2.0 x
-  the tables. The snapshot was 0.54-0.55 x the tables; each other process 0.53-0.64 GB RSS,
+  (200k papers, 2 processes, 2026-11-27) and 0.56 GB at 0.114 GB (50k), 1.45 GB for the 200k
+  graph in Parquet (0.136 GB of files, 0.476 GB TFRecord-equivalent) and 3.58 GB for an
+  ogbn-mag-sized one (736k papers, 20.5M edges, 0.485 GB of Parquet, 1.77 GB equivalent):
+  within 0.6 GB + 2.0 x the tables (1.55, 0.83, 1.55 and 4.14 GB). The snapshot was 0.54-0.55 x the tables; each other process 0.53-0.64 GB RSS,
   the snapshot pages it touched included. A machine holds the builder and its other processes,
   or later the snapshot and all of its processes. It shuffles 0.01 to 0.85 x the output.
   (Before the snapshot every process held the graph: 0.6 GB + 3.1 x the tables each.)
@@ -30,8 +31,8 @@ process its whole share of a stage's input at once, which had tripled their memo
 
 Python on Dataflow runs one SDK process per vCPU: a machine fits `topology` and `sharded` when
 its memory per vCPU holds one process, and `worker` when its memory holds the builder and the
-machine's other processes, and the snapshot and all of them. A graph too large for that can still run `worker` or `topology`
-with one SDK process per VM (`--experiments=no_use_multiple_sdk_containers`, threads share
+machine's other processes, and the snapshot and all of them. A graph too large for that can
+still run `worker` or `topology` with one SDK process per VM (`--experiments=no_use_multiple_sdk_containers`, threads share
 the graph) on a machine whose whole memory holds it; that process runs Python on about one
 core at a time (the GIL), so the model bills all of the VM's vCPUs for each CPU-hour (a
 pessimistic bound: numpy releases the GIL in part). Prices are Dataflow batch list prices
