@@ -141,10 +141,11 @@ def _tfrecord_bytes(pattern: str, kind: str) -> float:
     footers = [(size, rows) for size, rows in footers if rows is not None]
     if not footers:
         by_rows = []
+    counted_by_rows = {path for path, _ in by_rows}
     total = sum(
         size * TFRECORD_BYTES_PER_BYTE[fmt, "features" if fmt == "parquet" else kind]
         for path, fmt, size in tables
-        if (path, size) not in by_rows
+        if path not in counted_by_rows
     )
     if by_rows:
         rows_per_byte = sum(rows for _, rows in footers) / max(sum(s for s, _ in footers), 1)
