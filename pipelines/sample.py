@@ -94,8 +94,8 @@ def make_parser() -> argparse.ArgumentParser:
         "--graph_placement",
         choices=["auto", "worker", "topology", "sharded"],
         default="auto",
-        help="worker: every worker holds the whole graph and samples seeds completely (fastest;"
-        " the graph must fit a worker). topology: every worker holds the graph without node"
+        help="worker: the whole graph, once per machine (a snapshot every worker maps), and seeds"
+        " sampled completely (fastest; the graph must fit a machine). topology: every worker holds the graph without node"
         " features, samples the same way, and the sampled nodes' features are joined once by"
         " node shard (the topology must fit). sharded: adjacency and nodes stay sharded and"
         " frontiers are joined to them hop by hop (any size, slowest). auto: the first that fits"
