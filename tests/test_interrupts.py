@@ -66,7 +66,11 @@ def session_processes(sid: int) -> list[str]:
 def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0):
     """Runs `python -m args` in a new session; once `started(stderr so far)` is true, sends
     SIGINT. Returns (exit code, stdout, stderr, processes of its session left 3 s later)."""
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    # PYTHONFAULTHANDLER: a run that does not end is sent SIGABRT, and every thread's stack
+    # goes to its stderr, which the failure shows.
+    env = dict(
+        os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3", PYTHONFAULTHANDLER="1"
+    )
     if tmpdir:
         env["TMPDIR"] = str(tmpdir)
     proc = subprocess.Popen(
@@ -94,6 +98,12 @@ def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0):
         os.kill(proc.pid, signal.SIGINT)
     try:
         proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGABRT)  # the stacks of the run that hangs, to its stderr
+        time.sleep(3)
+        for reader in readers:
+            reader.join(timeout=10)
+        raise AssertionError("no exit 60 s after SIGINT:\n" + "".join(err)[-20000:]) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
