@@ -95,11 +95,11 @@ def make_parser() -> argparse.ArgumentParser:
         choices=["auto", "worker", "topology", "sharded"],
         default="auto",
         help="worker: the whole graph, once per machine (a snapshot every worker maps), and seeds"
-        " sampled completely (fastest; the graph must fit a machine). topology: every worker holds the graph without node"
-        " features, samples the same way, and the sampled nodes' features are joined once by"
-        " node shard (the topology must fit). sharded: adjacency and nodes stay sharded and"
-        " frontiers are joined to them hop by hop (any size, slowest). auto: the first that fits"
-        " --worker_memory_mb. All give identical records.",
+        " sampled completely (fastest; the graph must fit a machine). topology: every worker"
+        " holds the graph without node features, samples the same way, and the sampled nodes'"
+        " features are joined once by node shard (the topology must fit). sharded: adjacency"
+        " and nodes stay sharded and frontiers are joined to them hop by hop (any size,"
+        " slowest). auto: the first that fits --worker_memory_mb. All give identical records.",
     )
     parser.add_argument(
         "--worker_memory_mb",
@@ -305,7 +305,10 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
     budget = args.worker_memory_mb
     if need["worker"] <= budget:
         picked = "worker"
-        why = f"the process building the whole graph (~{whole:,.0f} MB of tables) needs ~{need['worker']:,.0f} MB"
+        why = (
+            f"the process building the whole graph (~{whole:,.0f} MB of tables) needs"
+            f" ~{need['worker']:,.0f} MB"
+        )
     elif need["topology"] <= budget:
         picked = "topology"
         why = (

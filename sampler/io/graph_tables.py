@@ -70,6 +70,29 @@ def distinct_ids(column: pa.Array) -> NodeBatch:
     return NodeBatch(unique, column.take(first).to_numpy(zero_copy_only=False), {})
 
 
+def graph_files(graph: GraphInfo) -> list[tuple[str, str, str, str]]:
+    """(kind, set, path, format) of every table file: node sets, then edge sets (the order of
+    the dead letters and of the tables built from them)."""
+    out = []
+    for name, info in graph.node_sets.items():
+        if info.filename:
+            out += [("node", name, *f) for f in table_files(info.filename)]
+    for name, info in graph.edge_sets.items():
+        out += [("edge", name, *f) for f in table_files(info.filename)]
+    return out
+
+
+def read_graph_file(
+    graph: GraphInfo, kind: str, name: str, path: str, fmt: str, on_bad: readers.OnBad = None
+) -> Iterator:
+    """The pieces of one of `graph_files`: NodeBatches of a node set's file, or (EdgeBatch,
+    {end column: NodeBatch of latent ids}) of an edge set's."""
+    if kind == "node":
+        return read_node_file(path, fmt, graph.node_sets[name], on_bad)
+    info = graph.edge_sets[name]
+    return read_edge_file(path, fmt, info, tuple(latent_ends(graph, info)), on_bad)
+
+
 def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
     """{file column: node set} for the ends of an edge set whose node set is latent."""
     ends = {}

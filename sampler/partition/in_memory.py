@@ -98,13 +98,9 @@ def read_graph(
         """(pieces, bad rows) of one file: the files are read side by side on threads, and
         their rows and bad rows then taken in file order, as one thread would."""
         key, path, fmt = file
+        kind, name = ("node", key) if isinstance(key, str) else ("edge", types.etypes[key][1])
         bad = []
-        if isinstance(key, str):
-            info = graph.node_sets[key]
-            return list(graph_tables.read_node_file(path, fmt, info, bad.append)), bad
-        info = graph.edge_sets[types.etypes[key][1]]
-        ends = tuple(graph_tables.latent_ends(graph, info))
-        return list(graph_tables.read_edge_file(path, fmt, info, ends, bad.append)), bad
+        return list(graph_tables.read_graph_file(graph, kind, name, path, fmt, bad.append)), bad
 
     batches: dict[str, list[NodeBatch]] = {name: [] for name in types.ntypes}
     edge_batches: dict[int, list[EdgeBatch]] = {etype: [] for etype in range(len(types.etypes))}

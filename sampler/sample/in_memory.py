@@ -37,22 +37,12 @@ def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, A
     edges whose endpoint is missing, which `densify` drops). The files are read side by side
     on the process's cores (Arrow and numpy release the GIL); the first bad file in schema
     order fails the run, as in one thread."""
-    files = []
-    for name, info in graph.node_sets.items():
-        if info.filename:
-            files += [("node", name, *f) for f in graph_tables.table_files(info.filename)]
-    for name, info in graph.edge_sets.items():
-        files += [("edge", name, *f) for f in graph_tables.table_files(info.filename)]
 
     def read(file: tuple[str, str, str, str]) -> tuple[str, str, list]:
-        kind, name, path, fmt = file
-        if kind == "node":
-            return kind, name, list(graph_tables.read_node_file(path, fmt, graph.node_sets[name]))
-        info = graph.edge_sets[name]
-        ends = tuple(graph_tables.latent_ends(graph, info))
-        return kind, name, list(graph_tables.read_edge_file(path, fmt, info, ends))
+        kind, name, _, _ = file
+        return kind, name, list(graph_tables.read_graph_file(graph, *file))
 
-    return build_tables(graph, plan, map_threads(read, files))
+    return build_tables(graph, plan, map_threads(read, graph_tables.graph_files(graph)))
 
 
 def build_tables(graph: GraphInfo, plan: SamplingPlan, parts: list, threads: int | None = None):

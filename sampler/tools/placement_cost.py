@@ -10,8 +10,9 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
   (200k papers, 2 processes, 2026-11-27) and 0.56 GB at 0.114 GB (50k), 1.45 GB for the 200k
   graph in Parquet (0.136 GB of files, 0.476 GB TFRecord-equivalent) and 3.58 GB for an
   ogbn-mag-sized one (736k papers, 20.5M edges, 0.485 GB of Parquet, 1.77 GB equivalent):
-  within 0.6 GB + 2.0 x the tables (1.55, 0.83, 1.55 and 4.14 GB). The snapshot was 0.54-0.55 x the tables; each other process 0.53-0.64 GB RSS,
-  the snapshot pages it touched included. A machine holds the builder and its other processes,
+  within 0.6 GB + 2.0 x the tables (1.55, 0.83, 1.55 and 4.14 GB). The snapshot was
+  0.54-0.55 x the tables; each other process 0.53-0.64 GB RSS, the snapshot pages it touched
+  included. A machine holds the builder and its other processes,
   or later the snapshot and all of its processes. It shuffles 0.01 to 0.85 x the output.
   (Before the snapshot every process held the graph: 0.6 GB + 3.1 x the tables each.)
 - `topology` holds the graph without node features, the same 3.1 x applied to the tables less
@@ -26,16 +27,17 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
 
 Table bytes here are TFRecord-equivalent (sampler.io.graph_tables.size_estimates scales CSV
 and Parquet files to the TFRecord bytes of the same rows). These are the runs after
-`pipelines.streamed_inputs` (the local runner had sent each worker
-process its whole share of a stage's input at once, which had tripled their memory).
+`pipelines.streamed_inputs` (the local runner had sent each worker process its whole share of
+a stage's input at once, which had tripled their memory).
 
 Python on Dataflow runs one SDK process per vCPU: a machine fits `topology` and `sharded` when
 its memory per vCPU holds one process, and `worker` when its memory holds the builder and the
 machine's other processes, and the snapshot and all of them. A graph too large for that can
-still run `worker` or `topology` with one SDK process per VM (`--experiments=no_use_multiple_sdk_containers`, threads share
-the graph) on a machine whose whole memory holds it; that process runs Python on about one
-core at a time (the GIL), so the model bills all of the VM's vCPUs for each CPU-hour (a
-pessimistic bound: numpy releases the GIL in part). Prices are Dataflow batch list prices
+still run `worker` or `topology` with one SDK process per VM
+(`--experiments=no_use_multiple_sdk_containers`, threads share the graph) on a machine whose
+whole memory holds it; that process runs Python on about one core at a time (the GIL), so the
+model bills all of the VM's vCPUs for each CPU-hour (a pessimistic bound: numpy releases the
+GIL in part). Prices are Dataflow batch list prices
 (us-central1) assumed here: check the pricing page for yours.
 """
 

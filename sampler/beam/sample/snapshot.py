@@ -50,18 +50,6 @@ class GraphSnapshot(typing.NamedTuple):
     bad_records: beam.PCollection  # JSON lines
 
 
-def table_files(graph: GraphInfo) -> list[tuple[str, str, str, str]]:
-    """(kind, set, path, format) of every table file: node sets, then edge sets (the order of
-    sampler.sample.in_memory.load_tables)."""
-    out = []
-    for name, info in graph.node_sets.items():
-        if info.filename:
-            out += [("node", name, *f) for f in graph_tables.table_files(info.filename)]
-    for name, info in graph.edge_sets.items():
-        out += [("edge", name, *f) for f in graph_tables.table_files(info.filename)]
-    return out
-
-
 class _ReadToPart(_ReadTable):
     """(index, (kind, set, path, format)) -> (index, part path): the file's batches in one part."""
 
@@ -84,13 +72,9 @@ class _ReadToPart(_ReadTable):
     def process(self, element):
         index, (kind, name, path, fmt) = element
         self._count(name, 0)
-        if kind == "node":
-            info = self._graph.node_sets[name]
-            pieces = graph_tables.read_node_file(path, fmt, info, self._pending.append)
-        else:
-            info = self._graph.edge_sets[name]
-            ends = tuple(graph_tables.latent_ends(self._graph, info))
-            pieces = graph_tables.read_edge_file(path, fmt, info, ends, self._pending.append)
+        pieces = graph_tables.read_graph_file(
+            self._graph, kind, name, path, fmt, self._pending.append
+        )
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:
@@ -224,7 +208,7 @@ class SnapshotGraph(beam.PTransform):
         self._max_bad = max_bad_records
 
     def expand(self, pbegin):
-        files = list(enumerate(table_files(self._graph)))
+        files = list(enumerate(graph_tables.graph_files(self._graph)))
         read = (
             pbegin
             | "Files" >> beam.Create(files)
