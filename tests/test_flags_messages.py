@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from pipelines import estimate, partition, sample, show, stats
+from sampler.errors import UserError
 from tests.test_bad_inputs_round2 import (
     LINK_SPEC,
     one_line,
@@ -222,10 +223,12 @@ def test_partition_refuses_flags_its_runner_ignores(graph, tmp_path, capsys):
     assert one_line(capsys, code) == line  # the same check, the same line
     code = partition.main([*base, "--memory_mb", "100"])
     one_line(capsys, code, "--memory_mb", "--runner InMemory")
-    code = sample.main(sample_args(graph, tmp_path / "o" / "s", "--runner", "DataflowRunner",
-                                   "--direct_num_workers", "2"))  # fmt: skip
-    one_line(capsys, code, "--runner DataflowRunner", "--direct_num_workers")
     assert not (tmp_path / "o").exists()
+    # (parse_args: main would first stop at the Google Cloud credentials check, offline)
+    argv = sample_args(graph, tmp_path / "o" / "s", "--runner", "DataflowRunner",
+                       "--direct_num_workers", "2")  # fmt: skip
+    with pytest.raises(UserError, match="--runner DataflowRunner would ignore --direct_num_work"):
+        sample.parse_args(argv)
 
 
 def test_flags_each_runner_uses_still_pass(graph, tmp_path, capsys):
