@@ -19,7 +19,7 @@ import argparse
 import numpy as np
 
 from pipelines import cli
-from pipelines.toolkit import ToolFailure, run_tool
+from pipelines.toolkit import ToolFailure, run_tool, writing_to
 from sampler.sample.subgraph import Subgraph
 from sampler.tools import render
 from sampler.tools.sample_stats import default_schema, find_subgraph, iter_records, load_specs
@@ -132,7 +132,8 @@ def main_body(argv) -> int:
         print(line)
     if args.png:
         try:
-            render.draw_subgraph(subgraph, edge_ends, seed_set, args.png)
+            with writing_to("--png", args.png):
+                render.draw_subgraph(subgraph, edge_ends, seed_set, args.png)
         except render.PlotsUnavailable as e:
             raise ToolFailure(str(e)) from e
         print(f"png: {args.png}")
