@@ -226,9 +226,12 @@ def check_runner(name: str | None) -> None:
         return
     known = {n.lower(): n for n in [IN_MEMORY, *StandardOptions.KNOWN_RUNNER_NAMES]}
     close = difflib.get_close_matches(lower, list(known), n=1)
-    hint = f"; did you mean {known[close[0]]}?" if close else ""
-    names = ", ".join(["InMemory", "DirectRunner (the default)", "DataflowRunner"])
-    raise UserError(f"--runner {name}: no such runner{hint} (runners: {names}, ...)")
+    hint = (
+        f"; did you mean {known[close[0]]}?"
+        if close
+        else " (use InMemory, DirectRunner (the default), DataflowRunner, or another Beam runner)"
+    )
+    raise UserError(f"--runner {name}: no such runner{hint}")
 
 
 @dataclasses.dataclass(frozen=True)
