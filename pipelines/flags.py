@@ -29,6 +29,7 @@ import difflib
 import importlib
 import math
 import re
+import sys
 
 from sampler.errors import UserError
 
@@ -184,7 +185,7 @@ def parse(
 ) -> tuple[argparse.Namespace, list[str]]:
     """(this CLI's flags, the rest: Beam's PipelineOptions); an unknown flag is a UserError,
     and so (with `rules`: a CLI with --runner) is a flag the runner would ignore."""
-    argv = list(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, beam_args = parser.parse_known_args(argv)
     check_unknown(parser, beam_args)
     if rules is not None:
