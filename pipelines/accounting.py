@@ -243,12 +243,7 @@ def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None
 
 
 def unwritable_reason(error: BaseException) -> str:
-    seen = error
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror
-        seen = seen.__cause__ or seen.__context__
-    return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return io_files.os_reason(error)  # the reason every writer gives (a full disk: ENOSPC)
 
 
 def remove_leftovers(output_dir: str, patterns: list[str]) -> None:

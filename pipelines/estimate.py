@@ -37,7 +37,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from pipelines import cli
+from pipelines import cli, flags
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.ids import fingerprint
 from sampler.io import files, graph_tables
@@ -85,10 +85,8 @@ def parse_args(argv):
         "--progress_interval", type=float, default=10.0, help="Seconds between progress lines."
     )
     args = parser.parse_args(argv)
-    if min(args.probe_seeds, args.seed, args.negatives_per_seed) < 0:
-        parser.error("--probe_seeds, --seed and --negatives_per_seed must be >= 0")
-    if args.target_minutes <= 0 or args.num_shards < 1:
-        parser.error("--target_minutes must be > 0, --num_shards >= 1")
+    # The flags of the sample run it predicts in sample's ranges, in sample's words.
+    flags.check_bounds(args, flags.ESTIMATE_BOUNDS)
     return args
 
 

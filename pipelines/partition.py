@@ -32,8 +32,6 @@ from sampler.partition.output_format import DEFAULT_LABELS, LAYOUTS, RAW_ID_DIR,
 from sampler.partition.report import LEGACY_REPORT_NAME, REPORT_NAME
 from sampler.schema import load_graph
 
-_GRAPH_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
@@ -145,14 +143,16 @@ def parse_args(argv):
         help="Comma-separated graph checks that fail the run instead of being counted:"
         " dangling_edges,duplicate_ids,self_loops,parallel_edges,empty_sets (or all).",
     )
-    return flags.parse(parser, argv)
+    return flags.parse(parser, argv, RUNNER_RULES)
+
+
+# --memory_mb sizes --runner InMemory's one process: the Beam runners refuse it
+# (pipelines.flags); InMemory takes every other flag of this CLI.
+RUNNER_RULES = flags.RunnerRules(beam_ignores=("memory_mb",))
 
 
 def make_config(args, graph) -> PartitionConfig:
-    if not _GRAPH_NAME.match(args.graph_name):
-        raise UserError(
-            f"--graph_name '{args.graph_name}': use only letters, digits and underscores"
-        )
+    flags.check_graph_name(args.graph_name)
     check_numbers(args)
     split = tuple(parse_split(text, args.seed) for text in args.split)
     names = [ntype for ntype, _ in split]
@@ -201,29 +201,14 @@ def make_config(args, graph) -> PartitionConfig:
     )
 
 
-# Bounds of the count flags (pipelines.flags): the layout tables hold num_parts x num_shards
-# counts per node and edge type, every HALO hop and label propagation round is a stage.
-MAX_PARTS = 4_096
-MAX_PARTITION_SHARDS = 1_024
-MAX_HOPS = 16
-MAX_ROUNDS = 100
-
-
 def check_numbers(args) -> None:
     """Every count and seed in its range, one line each (before anything is read)."""
-    flags.check_range("--num_parts", args.num_parts, 1, MAX_PARTS)
     if args.num_hops < 1:
         raise UserError(
             f"--num_hops {args.num_hops}: must be at least 1 (with 0, DGL keeps no edge "
             "between partitions, so cut edges would be lost)"
         )
-    flags.check_range("--num_hops", args.num_hops, 1, MAX_HOPS)
-    flags.check_seed("--seed", args.seed)
-    flags.check_range("--num_shards", args.num_shards, 1, MAX_PARTITION_SHARDS)
-    flags.check_range("--lp_rounds", args.lp_rounds, 0, MAX_ROUNDS)
-    flags.check_range("--lp_cluster_rounds", args.lp_cluster_rounds, 0, MAX_ROUNDS)
-    flags.check_range("--metis_max_adjacency", args.metis_max_adjacency, 0)
-    flags.check_range("--max_bad_records", args.max_bad_records, 0)
+    flags.check_bounds(args, flags.PARTITION_BOUNDS)
 
 
 @dataclasses.dataclass

@@ -171,8 +171,16 @@ class SampleConfig:
 def parse_args(argv) -> tuple[SampleConfig, list[str]]:
     """(this CLI's flags, the rest: Beam's PipelineOptions); a flag that neither defines is a
     UserError (pipelines.flags)."""
-    args, beam_args = flags.parse(make_parser(), argv)
+    args, beam_args = flags.parse(make_parser(), argv, RUNNER_RULES)
     return SampleConfig(**vars(args)), beam_args
+
+
+# The flags that set up the Beam pipeline: --runner InMemory refuses them (pipelines.flags).
+RUNNER_RULES = flags.RunnerRules(
+    in_memory_ignores=(
+        "num_shards", "num_buckets", "graph_placement", "worker_memory_mb", "max_bad_records"
+    )
+)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,18 +213,8 @@ def load(argv, check_outputs: bool = True) -> Loaded:
 
 def check_numbers(config: SampleConfig) -> None:
     """Every count, size and seed in its range (pipelines.flags), in one line each."""
-    flags.check_seed("--seed", config.seed)
-    flags.check_range("--num_shards", config.num_shards, 1, flags.MAX_NODE_SHARDS)
-    flags.check_range("--num_buckets", config.num_buckets, 1, flags.MAX_NODE_SHARDS)
-    flags.check_range("--negatives_per_seed", config.negatives_per_seed, 0, MAX_NEGATIVES)
-    flags.check_range("--max_bad_records", config.max_bad_records, 0)
-    flags.check_positive("--worker_memory_mb", config.worker_memory_mb)
-    flags.check_range("--progress_interval", config.progress_interval, 0.0)
+    flags.check_bounds(config, flags.SAMPLE_BOUNDS)
     output_shards(config.output_samples)  # its shard count: 1..flags.MAX_OUTPUT_SHARDS
-
-
-# Each negative is a whole subgraph: more than this per seed is not a training set.
-MAX_NEGATIVES = 1_000
 
 
 def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:

@@ -12,6 +12,7 @@ import time
 
 from pipelines import accounting
 from pipelines.runner import output_shards
+from pipelines.toolkit import RowProgress
 from sampler.io import tfrecord
 from sampler.io.files import create_file, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
@@ -80,6 +81,8 @@ def _write(args, chunks, specs, counters) -> None:
         else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
     )
     writers = [create_file(path) for path in paths]
+    # --progress_interval: a line on stderr per interval, as the Beam runner prints its own
+    progress = RowProgress("in memory", args.progress_interval)
     try:
         i = 0
         for chunk in chunks:
@@ -87,7 +90,9 @@ def _write(args, chunks, specs, counters) -> None:
                 _write_record(writers[i % len(writers)], record)
                 i += 1
             counters["subgraphs"] += len(chunk)
+            progress("subgraphs", counters["subgraphs"])
     finally:
+        progress.done()
         for writer in writers:
             writer.close()
 

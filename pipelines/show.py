@@ -5,7 +5,8 @@
 
 Prints the context (seed and sample id), every node set with its node ids and features
 (long vectors truncated), and every edge set as `src_id -> dst_id` lines; the seed is
-marked `*`. --index counts records over all files in sorted order (default 0);
+marked `*` (for a link-prediction record, the seed edge: both endpoints). Records holding a set
+the schema lacks (a link record's `_readout` with the input graph's schema) are refused. --index counts records over all files in sorted order (default 0);
 --seed_id finds the first subgraph with that seed (or sample) id. --png also draws it
 (nodes coloured by node set, the seed as a red star; needs matplotlib, the `plot` extra).
 
@@ -15,11 +16,13 @@ Exit code: 0 success, 1 runtime failure, 2 bad flags or inputs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 
 from pipelines import cli
-from pipelines.toolkit import ToolFailure, run_tool
+from pipelines.toolkit import ToolFailure, run_tool, writing_to
+from sampler.sample.link import LABEL, READOUT, READOUT_SOURCE, READOUT_TARGET
 from sampler.sample.subgraph import Subgraph
 from sampler.tools import render
 from sampler.tools.sample_stats import default_schema, find_subgraph, iter_records, load_specs
@@ -67,18 +70,64 @@ def format_value(value, limit: int = 4) -> str:
     return "[" + ", ".join(shown) + more + "]"
 
 
+@dataclasses.dataclass(frozen=True)
+class Seed:
+    """What a record was sampled for: `what` (one line) and the nodes `*` marks, as
+    (node set, index in the subgraph)."""
+
+    what: str
+    marked: frozenset[tuple[str, int]]
+    node_set: str | None  # the set of the node drawn as the seed (the source of a seed edge)
+
+
+def find_seed(subgraph: Subgraph, edge_ends: dict[str, tuple[str, str]]) -> Seed:
+    """A link record's seed edge (its `_readout` node, whose `_readout/source` and
+    `_readout/target` edges give the endpoints); else the seed node: node 0 of the set whose
+    first id is the seed id."""
+    readout = subgraph.node_sets.get(READOUT)
+    source_edges = subgraph.edge_sets.get(READOUT_SOURCE)
+    target_edges = subgraph.edge_sets.get(READOUT_TARGET)
+    if readout is not None and source_edges is not None and target_edges is not None:
+        if len(source_edges.source) and len(target_edges.source):
+            ends = []
+            for name, rows in ((READOUT_SOURCE, source_edges), (READOUT_TARGET, target_edges)):
+                node_set = edge_ends[name][0]
+                ends.append((node_set, int(rows.source[0])))
+            (src_set, s), (dst_set, t) = ends
+            src = _text(subgraph.node_sets[src_set].ids[s])
+            dst = _text(subgraph.node_sets[dst_set].ids[t])
+            label = readout.features.get(LABEL)
+            label_text = f" (label {format_value(label[0])})" if label is not None else ""
+            what = (
+                f"seed edge {src} -> {dst}{label_text}; * marks its endpoints: node {s} of"
+                f" '{src_set}' and node {t} of '{dst_set}'"
+            )
+            return Seed(what, frozenset(ends), src_set)
+    seed_set = next(
+        (
+            name
+            for name, rows in subgraph.node_sets.items()
+            if len(rows.ids) and rows.ids[0] == subgraph.seed_id
+        ),
+        None,
+    )
+    if seed_set is None:
+        return Seed("no node has the seed id", frozenset(), None)
+    return Seed(f"* marks the seed: node 0 of '{seed_set}'", frozenset({(seed_set, 0)}), seed_set)
+
+
 def format_subgraph(
-    subgraph: Subgraph, edge_ends: dict[str, tuple[str, str]], seed_set: str | None, max_items: int
+    subgraph: Subgraph, edge_ends: dict[str, tuple[str, str]], seed: Seed, max_items: int
 ) -> list[str]:
     lines = [
         f"seed_id: {_text(subgraph.seed_id)}   sample_id: {_text(subgraph.sample_id)}"
-        f"   (* marks the seed: node 0 of '{seed_set}')"
+        f"   ({seed.what})"
     ]
     for name, rows in subgraph.node_sets.items():
         n = len(rows.ids)
         lines.append(f"node set {name}: {n} nodes")
         for i in range(min(n, max_items)):
-            mark = "*" if name == seed_set and i == 0 else " "
+            mark = "*" if (name, i) in seed.marked else " "
             features = "  ".join(
                 f"{feature}={format_value(values[i])}" for feature, values in rows.features.items()
             )
@@ -92,8 +141,8 @@ def format_subgraph(
         src_ids, dst_ids = subgraph.node_sets[source].ids, subgraph.node_sets[target].ids
         for j in range(min(m, max_items)):
             s, t = int(rows.source[j]), int(rows.target[j])
-            src = _text(src_ids[s]) + ("*" if source == seed_set and s == 0 else "")
-            dst = _text(dst_ids[t]) + ("*" if target == seed_set and t == 0 else "")
+            src = _text(src_ids[s]) + ("*" if (source, s) in seed.marked else "")
+            dst = _text(dst_ids[t]) + ("*" if (target, t) in seed.marked else "")
             features = "  ".join(
                 f"{feature}={format_value(values[j])}" for feature, values in rows.features.items()
             )
@@ -117,22 +166,15 @@ def main_body(argv) -> int:
         print(f"samples: {args.samples} hold no record (0 subgraphs): nothing to show")
         return 0  # a finished output with no record is readable: 0 records
     path, in_file, position, subgraph = find_subgraph(args.samples, specs, index, seed_id)
-    # The seed is node 0 of its node set: the set whose first id is the seed id.
-    seed_set = next(
-        (
-            name
-            for name, rows in subgraph.node_sets.items()
-            if len(rows.ids) and rows.ids[0] == subgraph.seed_id
-        ),
-        None,
-    )
     edge_ends = {name: (e.source, e.target) for name, e in specs.edge_sets.items()}
+    seed = find_seed(subgraph, edge_ends)
     print(f"subgraph {position} (record {in_file} of {path})")
-    for line in format_subgraph(subgraph, edge_ends, seed_set, args.max_items):
+    for line in format_subgraph(subgraph, edge_ends, seed, args.max_items):
         print(line)
     if args.png:
         try:
-            render.draw_subgraph(subgraph, edge_ends, seed_set, args.png)
+            with writing_to("--png", args.png):
+                render.draw_subgraph(subgraph, edge_ends, seed.node_set, args.png)
         except render.PlotsUnavailable as e:
             raise ToolFailure(str(e)) from e
         print(f"png: {args.png}")

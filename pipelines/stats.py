@@ -30,7 +30,7 @@ import os
 import sys
 
 from pipelines import cli
-from pipelines.toolkit import human_bytes, run_tool
+from pipelines.toolkit import human_bytes, make_output_dir, run_tool, writing_to
 from sampler.partition.stats import find_config, partition_stats
 from sampler.tools import render
 from sampler.tools.sample_stats import (
@@ -62,12 +62,20 @@ def parse_args(argv):
     return args
 
 
-def _plots(make) -> list[str]:
+def _plots(make, out_dir: str) -> list[str]:
     try:
-        return make()
+        with writing_to("--output_dir", out_dir):
+            return make()
     except render.PlotsUnavailable as e:
         print(f"note: no PNG written: {e}", file=sys.stderr)
         return []
+
+
+def write_json(out_dir: str, name: str, data: dict) -> str:
+    path = os.path.join(out_dir, name)
+    with writing_to("--output_dir", out_dir), open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+    return path
 
 
 def sample_report(args) -> int:
@@ -79,14 +87,11 @@ def sample_report(args) -> int:
         if args.max_records and summary.count >= args.max_records:
             break
     first = args.samples.rsplit("/", 1)[0] if "/" in args.samples else "."
-    out_dir = args.output_dir or os.path.join(first, "stats")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = make_output_dir("--output_dir", args.output_dir or os.path.join(first, "stats"))
     if summary.count == 0:  # a finished output with no record (e.g. no seed): 0 subgraphs
         return empty_sample_report(args, schema, out_dir)
     data = {"samples": args.samples, "schema": schema, **summary.to_json()}
-    json_path = os.path.join(out_dir, "summary.json")
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
+    json_path = write_json(out_dir, "summary.json", data)
     b = data["bytes"]
     print(f"samples: {args.samples} ({data['files']} files, schema {schema})")
     print(
@@ -112,7 +117,7 @@ def sample_report(args) -> int:
     print("feature coverage: " + ("100% everywhere" if not partial else ", ".join(partial)))
     print(f"json:    {json_path}")
     if not args.no_plots:
-        paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out_dir))
+        paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out_dir), out_dir)
         if paths:
             print(f"png:     {len(paths)} histograms in {out_dir} (hist_*.png)")
     return 0
@@ -122,9 +127,7 @@ def empty_sample_report(args, schema: str, out_dir: str) -> int:
     """summary.json and the lines of an output that holds no record."""
     count_files = len(sample_files(args.samples))
     data = {"samples": args.samples, "schema": schema, "files": count_files, "count": 0}
-    json_path = os.path.join(out_dir, "summary.json")
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
+    json_path = write_json(out_dir, "summary.json", data)
     print(f"samples: {args.samples} ({count_files} files, schema {schema})")
     print("subgraphs: 0 (the files hold no record)")
     print(f"json:    {json_path}")
@@ -134,12 +137,11 @@ def empty_sample_report(args, schema: str, out_dir: str) -> int:
 def partition_report(args) -> int:
     report = partition_stats(args.partition)
     folder = os.path.dirname(find_config(args.partition))
-    out_dir = args.output_dir or os.path.join(folder, "stats")
-    os.makedirs(out_dir, exist_ok=True)
-    json_path = os.path.join(out_dir, "partition_stats.json")
-    with open(json_path, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, sort_keys=True)
+    out_dir = make_output_dir("--output_dir", args.output_dir or os.path.join(folder, "stats"))
+    json_path = write_json(out_dir, "partition_stats.json", report)
     print(f"partition: {report['config']} ({report['num_parts']} parts)")
+    if report["missing_parts"]:
+        print(f"note: {missing_line(report)}")
     print(
         f"nodes {report['num_nodes']:,}, edges {report['num_edges']:,}, edge cut"
         f" {report['edge_cut']:.1%}, HALO fraction {report['halo_fraction']:.1%},"
@@ -159,11 +161,26 @@ def partition_report(args) -> int:
     print(f"json:    {json_path}")
     if not args.no_plots:
         paths = _plots(
-            lambda: [render.partition_chart(report, os.path.join(out_dir, "partition_stats.png"))]
+            lambda: [render.partition_chart(report, os.path.join(out_dir, "partition_stats.png"))],
+            out_dir,
         )
         if paths:
             print(f"png:     {paths[0]}")
     return 0
+
+
+def missing_line(report: dict) -> str:
+    """'part 1 of 2 is not here (part1/graph.dgl): stats of part 0 only' (a DistDGL machine
+    holds its own part)."""
+    missing, total = report["missing_parts"], report["num_parts"]
+    present = [p["partition"] for p in report["partitions"]]
+
+    def parts(ids):
+        return ("part " if len(ids) == 1 else "parts ") + ", ".join(map(str, ids))
+
+    verb = "is" if len(missing) == 1 else "are"
+    files = ", ".join(report["missing_files"][:3]) + (", ..." if len(missing) > 3 else "")
+    return f"{parts(missing)} of {total} {verb} not here ({files}): stats of {parts(present)} only"
 
 
 def main_body(argv) -> int:

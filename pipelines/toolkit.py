@@ -8,10 +8,14 @@ the tool's choice (`ToolFailure` for the latter).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 
 from pipelines.runner import run_main
+from sampler.errors import UserError
+from sampler.io.files import os_reason
 from sampler.sample.plan import EDGE, NODE
 
 
@@ -36,6 +40,27 @@ def run_tool(body, argv=None) -> int:
 
     code = run_main(wrapped, sys.argv[1:] if argv is None else argv)
     return code or status["code"]
+
+
+@contextlib.contextmanager
+def writing_to(flag: str, path: str):
+    """`with writing_to("--output_dir", out):` an OS error while the tool writes its outputs
+    (a file where a folder should be, a folder where a file should be, a read-only place, a
+    full disk) is one line naming the flag and the place."""
+    try:
+        yield
+    except FileExistsError as e:
+        raise UserError(f"{flag} {path}: cannot write there (a file of that name exists)") from e
+    except OSError as e:
+        reason = os_reason(e)
+        reason = reason[:1].lower() + reason[1:]
+        raise UserError(f"{flag} {path}: cannot write there ({reason})") from e
+
+
+def make_output_dir(flag: str, path: str) -> str:
+    with writing_to(flag, path):
+        os.makedirs(path, exist_ok=True)
+    return path
 
 
 class RowProgress:

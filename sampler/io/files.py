@@ -18,6 +18,7 @@ import bz2
 import contextlib
 import errno
 import gzip
+import io
 import lzma
 import os
 import re
@@ -320,18 +321,38 @@ def write_output(path: str):
         raise write_error(path, e) from e
     try:
         with stream as f:
-            yield f
+            yield _PythonWrites(f) if isinstance(f, io.BufferedWriter) else f
     except OSError as e:
         raise write_error(path, e) from e
 
 
+class _PythonWrites:
+    """A local output stream whose every write goes through Python's io, which reports the
+    OS's reason for a failed write (ENOSPC: no space left on device).
+
+    Writers in C that take a real file (numpy.save's ndarray.tofile) write through stdio and
+    report a full disk as `N requested and M written`, without errno; handed this stream, they
+    write through its write() instead (numpy: in 16 MiB chunks).
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, data) -> int:
+        return self._stream.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def write_error(path: str, error: BaseException) -> UserError:
     """'cannot write the output PATH: REASON'; a full disk reads 'no space left on device'."""
-    return UserError(f"cannot write the output {path}: {_os_reason(error)}")
+    return UserError(f"cannot write the output {path}: {os_reason(error)}")
 
 
-def _os_reason(error: BaseException) -> str:
-    """The first OS error's reason in `error`'s chain (Beam wraps them), else its first line."""
+def os_reason(error: BaseException) -> str:
+    """The first OS error's reason in `error`'s chain (Beam wraps them), else its first line;
+    a full disk (ENOSPC) reads 'no space left on device'."""
     seen = error
     while seen is not None:
         if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:

@@ -3,7 +3,9 @@
 Reads what `dgl.distributed.partition_graph` (and the project's partition stage) writes:
 `<graph_name>.json` with `node_map` / `edge_map` / `ntypes` / `etypes` / `part-<i>`, and
 each `part<i>/graph.dgl` through `sampler.partition.dgl_read.load_graph_file`
-(docs/DGL_FORMAT.md#partition-graph). In partition p's graph, `inner_node` marks the nodes p
+(docs/DGL_FORMAT.md#partition-graph). A part whose graph file is not here (a DistDGL machine
+holds its own part only) is listed in `missing_parts`; the counts are those of the parts
+present. In partition p's graph, `inner_node` marks the nodes p
 owns (the rest are HALO copies) and `inner_edge` the edges p owns (an edge belongs to its target's partition).
 An owned edge is cut when its source is a HALO node. Node and edge types come from
 `_TYPE` (absent for a homogeneous graph: one type).
@@ -84,11 +86,15 @@ def partition_stats(path: str) -> dict:
     consistent = True
     cut_by_type = np.zeros(len(etypes), np.int64)
     edges_by_type = np.zeros(len(etypes), np.int64)
+    missing = []
     for p in range(num_parts):
         entry = meta.get(f"part-{p}")
         if not isinstance(entry, dict) or "part_graph" not in entry:
             raise UserError(f"{config}: missing 'part-{p}' with a 'part_graph' file")
-        graph = dgl_read.load_graph_file(os.path.join(base, entry["part_graph"]))
+        graph = _load_part(os.path.join(base, entry["part_graph"]))
+        if graph is None:
+            missing.append(p)
+            continue
         for field in ("inner_node",):
             if field not in graph.ndata:
                 raise UserError(f"{entry['part_graph']}: node data has no '{field}'")
@@ -133,9 +139,15 @@ def partition_stats(path: str) -> dict:
         totals["cut"] += int(cut.sum())
         cut_by_type += cut_counts
         edges_by_type += edge_counts
+    if num_parts and len(missing) == num_parts:
+        first = meta["part-0"]["part_graph"]
+        raise UserError(
+            f"--partition {path}: none of the {num_parts} parts is here ({first} and the"
+            " others are missing)"
+        )
     nodes = totals["inner"]
     node_counts = [p["inner_nodes_total"] for p in parts]
-    mean = nodes / num_parts if num_parts else 0.0
+    mean = nodes / len(parts) if parts else 0.0
     return {
         "config": config,
         "graph_name": meta.get("graph_name"),
@@ -157,4 +169,20 @@ def partition_stats(path: str) -> dict:
         "node_balance_max_over_mean": round(max(node_counts) / mean, 6) if mean else 1.0,
         "matches_json_maps": consistent,
         "partitions": parts,
+        # part<i>/ folders not here (a DistDGL machine holds its own part only): the totals
+        # above are those of the parts present
+        "missing_parts": missing,
+        "missing_files": [meta[f"part-{p}"]["part_graph"] for p in missing],
     }
+
+
+def _load_part(path: str):
+    """A part's graph; None when its file is not here; UserError when it cannot be read."""
+    try:
+        return dgl_read.load_graph_file(path)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, not a DGL graph file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read it ({e.strerror or e})") from None

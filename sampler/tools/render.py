@@ -211,7 +211,7 @@ def partition_chart(report: dict, path: str, width: int = 1000, height: int = 45
     left.bar(x, halo, bottom=bottom, color="white", edgecolor="black", hatch="//", label="HALO")
     left.set_title(f"nodes per partition (HALO fraction {report['halo_fraction']:.1%})")
     left.set_xlabel("partition")
-    left.set_xticks(x)
+    left.set_xticks(x, [str(p["partition"]) for p in parts])
     left.legend(fontsize=8)
     bottom = np.zeros(len(parts))
     for i, etype in enumerate(report["etypes"]):
@@ -229,7 +229,7 @@ def partition_chart(report: dict, path: str, width: int = 1000, height: int = 45
     right.bar(x + 0.4, cut, width=0.15, color="black", label="cut edges")
     right.set_title(f"edges per partition (edge cut {report['edge_cut']:.1%})")
     right.set_xlabel("partition")
-    right.set_xticks(x)
+    right.set_xticks(x, [str(p["partition"]) for p in parts])
     right.legend(fontsize=8)
     fig.tight_layout()
     return _save(plt, fig, path)

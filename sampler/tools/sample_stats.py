@@ -17,7 +17,9 @@ import numpy as np
 
 from sampler.errors import UserError
 from sampler.io import files, tfrecord
+from sampler.protos import example_pb2
 from sampler.sample.encode import EncodeSpecs, decode_subgraph, encode_specs
+from sampler.sample.link import READOUT
 from sampler.sample.subgraph import Subgraph
 
 SCHEMA_NAME = "schema.pbtxt"
@@ -53,13 +55,53 @@ def iter_records(pattern: str) -> Iterator[tuple[str, int, bytes]]:
 
 
 def iter_subgraphs(pattern: str, specs: EncodeSpecs) -> Iterator[tuple[str, int, int, Subgraph]]:
-    """(file, index in file, record bytes, Subgraph) for every record."""
+    """(file, index in file, record bytes, Subgraph) for every record. The first record of
+    each file must hold no set the schema lacks (check_record_sets)."""
+    checked = None
     for path, index, record in iter_records(pattern):
+        if path != checked:
+            check_record_sets(path, index, record, specs)
+            checked = path
         try:
             subgraph = decode_subgraph(record, specs)
         except ValueError as e:
             raise UserError(f"{path}: record index {index} does not match the schema ({e})") from e
         yield path, index, len(record), subgraph
+
+
+def record_sets(record: bytes) -> tuple[set[str], set[str]]:
+    """(node sets, edge sets) of a serialized record: the names of its `#size` features."""
+    keys = example_pb2.Example.FromString(record).features.feature.keys()
+    sets: dict[str, set[str]] = {"nodes/": set(), "edges/": set()}
+    for key in keys:
+        for prefix, names in sets.items():
+            if key.startswith(prefix) and key.endswith(_SIZE_SUFFIX):
+                names.add(key[len(prefix) : -len(_SIZE_SUFFIX)])
+    return sets["nodes/"], sets["edges/"]
+
+
+_SIZE_SUFFIX = ".#size"
+
+
+def check_record_sets(path: str, index: int, record: bytes, specs: EncodeSpecs) -> None:
+    """UserError when the record holds a node or edge set the schema does not define: the
+    decoder would drop it without a word (a link record's `_readout`, read with the input
+    graph's schema instead of the output schema written beside the samples)."""
+    nodes, edges = record_sets(record)
+    unknown_nodes = sorted(nodes - set(specs.node_sets))
+    unknown_edges = sorted(edges - set(specs.edge_sets))
+    if not unknown_nodes and not unknown_edges:
+        return
+    fix = "pass the schema the sampler wrote beside the samples (schema.pbtxt) as --graph_schema"
+    if READOUT in unknown_nodes:
+        raise UserError(
+            f"{path}: record {index} is a link-prediction record (node set '{READOUT}') and the"
+            f" schema has no node set '{READOUT}': {fix}"
+        )
+    kind, name = ("node", unknown_nodes[0]) if unknown_nodes else ("edge", unknown_edges[0])
+    raise UserError(
+        f"{path}: record {index} holds {kind} set '{name}', which the schema does not define: {fix}"
+    )
 
 
 def _row_coverage(values: np.ndarray, kind: str) -> tuple[int, int]:
