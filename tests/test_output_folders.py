@@ -101,6 +101,7 @@ class PausedRun:
             self.wait_reading()
         os.write(self.fd, self.rows.encode())
         os.close(self.fd)
+        self.fd = None
         out, err = self.proc.communicate(timeout=300)
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
