@@ -234,6 +234,7 @@ class Interrupt:
 
     def _on_sigint(self, signum, frame):
         if self.seen:
+            output_lock.release_all()  # the folder is free again (its marker is removed)
             os._exit(INTERRUPTED_EXIT)
         self.seen = True
         # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -391,3 +392,43 @@ def test_what_would_replace_or_re_read_an_input_is_refused(tmp_path, graph):
     assert sorted(p.name for p in (parts / "part1").iterdir()) == [
         "cites.csv", "graph_schema.pbtxt", "paper.csv", "spec.pbtxt",
     ]  # fmt: skip
+
+
+def test_every_owned_pattern_has_an_example_the_input_check_uses(graph):
+    """The names check_re_read tries are one per owned pattern (and common output), each
+    matching its pattern: a new kind of output file cannot slip past the input check."""
+    from sampler.schema import load_graph
+
+    sample_config = sample_cli.parse_args(
+        ["--graph_schema", str(graph), "--sampling_spec", "s", "--output_samples", "o/s@3"]
+    )[0]
+    partition_args = partition_cli.parse_args(
+        ["--graph_schema", str(graph), "--output_dir", "o", "--graph_name", "g", "--num_parts", "2"]
+    )[0]
+    cases = [
+        (sample_cli.owned_outputs(sample_config), sample_cli.output_examples(sample_config)),
+        (
+            partition_cli.owned_outputs(partition_args),
+            partition_cli.output_examples(partition_args, load_graph(str(graph))),
+        ),
+    ]
+    for owned, examples in cases:
+        patterns = [*owned, *accounting.COMMON_OUTPUTS]
+        for pattern in patterns:
+            assert any(re.fullmatch(pattern, name) for name in examples), pattern
+        for name in examples:
+            assert any(re.fullmatch(p, name) for p in patterns), name
+
+
+def test_clean_up_deletes_nothing_in_a_folder_the_process_does_not_hold(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "s-00000-of-00001").write_bytes(b"another run's shard")
+    accounting.remove_leftovers(str(out), [r"s-\d{5}-of-\d{5}"])
+    assert (out / "s-00000-of-00001").exists()
+    output_lock.hold(str(out), "--flag")
+    try:
+        accounting.remove_leftovers(str(out), [r"s-\d{5}-of-\d{5}"])
+    finally:
+        output_lock.release(str(out))
+    assert sorted(p.name for p in out.iterdir()) == []
