@@ -188,23 +188,24 @@ def _read_fd(fd: int) -> dict:
 
 
 def _read_marker(marker: str) -> dict | None:
-    """The marker's record; None when there is none; {} when it cannot be read."""
+    """The marker's record; None when there is none (or it is empty: a lock file no run
+    wrote its record into); {} when it cannot be read."""
     if not io_files.exists(marker):
         return None
     try:
         with io_files.open_stream(marker) as f:
-            data = json.loads(f.read().decode("utf-8"))
+            text = f.read()
+        if not text.strip():
+            return None
+        data = json.loads(text.decode("utf-8"))
     except Exception:  # noqa: BLE001 - half written, or not ours: unreadable
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def _write_marker(marker: str, token: str) -> None:
-    try:
-        with io_files.create_file(marker) as f:
-            f.write((json.dumps(_own_record(token), indent=1) + "\n").encode())
-    except UserError as e:
-        raise UserError(f"cannot write the output {marker}: {e}") from e
+    with io_files.create_file(marker) as f:  # a UserError naming the path when it cannot
+        f.write((json.dumps(_own_record(token), indent=1) + "\n").encode())
 
 
 def _hold_marker(folder: str, marker: str, flag: str, token: str) -> Held:

@@ -256,6 +256,9 @@ def test_a_marker_without_a_lock_is_judged_by_its_pid_and_host(tmp_path):
     assert json.loads(marker.read_text())["pid"] == os.getpid()
     output_lock.release(str(out))
     assert not marker.exists() and held
+    marker.write_text("")  # a lock file no run wrote its record into
+    output_lock.hold(str(out), "--flag", use_lock=False)
+    output_lock.release(str(out))
     for host, pid in [("another-host", dead.pid), (me, os.getppid())]:  # elsewhere, or alive
         marker.write_text(json.dumps({"pid": pid, "host": host, "started": "x"}))
         with pytest.raises(UserError, match=f"pid {pid} on {host}"):
