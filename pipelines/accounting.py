@@ -196,8 +196,9 @@ def _remove_empty_folders(output_dir: str, patterns: list[str]) -> None:
 
 def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None:
     """`<output_dir>/.beam_graph_manifest.json`: the patterns of the files this run writes, and
-    (once the run is over) the files (never one of the input files `inputs`). Written before the run too, so that --overwrite after a
-    killed run still knows them. A folder that cannot be written is a one-line UserError."""
+    (once the run is over) the files, never one of the input files `inputs`. Written before
+    the run too, so that --overwrite after a killed run still knows them. A folder that cannot
+    be written is a one-line UserError."""
     files = [
         p[len(output_dir) + 1 :] if output_dir else p
         for p in owned_files(output_dir, owned, inputs)
