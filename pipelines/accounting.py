@@ -1,9 +1,10 @@
 """What every run accounts for: its output files, its dead letters and `run_summary.json`.
 
-* `output_files` / `check_output`: the files a run writes, checked before the pipeline
-  starts. An output inside an input folder, or existing output without `--overwrite`, is a
-  one-line UserError. With `--overwrite` the old files of the run's patterns are deleted
-  first, so old and new shards never mix.
+* `check_output`: the files a run writes, checked before the pipeline starts. An output that
+  would replace or re-read an input (pipelines.input_checks), a folder another run holds
+  (pipelines.output_lock), or existing output without `--overwrite`, is a one-line UserError.
+  With `--overwrite` the old files of the run's patterns are deleted first, so old and new
+  shards never mix. Every folder a run writes is derived from its patterns.
 * `write_bad_records`: the dead-letter output, `<output dir>/bad_records-SSSSS-of-NNNNN.jsonl`,
   one JSON line per bad input row (only written when there is one).
 * `write_rejected_seeds`: `<output dir>/rejected_seeds-00000-of-00001.jsonl`, one JSON line
@@ -24,6 +25,7 @@ import re
 import sys
 import time
 
+from pipelines import input_checks, output_lock
 from sampler.errors import UserError
 from sampler.io import files as io_files
 from sampler.io.files import has_scheme
@@ -45,10 +47,6 @@ COMMON_OUTPUTS = (
     re.escape(MANIFEST_NAME),
     r"beam-temp-bad_records-[0-9a-f]+/.*",
 )
-# The only folders (directly in the output folder) looked into, and removed when left empty.
-OWNED_FOLDERS = re.compile(
-    r"part\d+|node_ids|\.temp-samples-[0-9a-f]+|beam-temp-[A-Za-z_]+-[0-9a-f]+"
-)
 
 
 def _join(folder: str, name: str) -> str:
@@ -63,57 +61,23 @@ def _match(pattern: str) -> list[str]:
     return sorted(found)
 
 
-def _canonical(path: str) -> str:
-    if has_scheme(path):
-        return path.rstrip("/")
-    return os.path.realpath(os.path.abspath(path or "."))
-
-
-def _inside(path: str, folder: str) -> bool:
-    path, folder = _canonical(path), _canonical(folder)
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def input_folders(graph, *extra_inputs: str | None) -> list[str]:
-    """The folders holding the input tables (not the schema's own folder, unless tables are)."""
+def input_patterns(graph, *extra_inputs: str | None) -> list[str]:
+    """The input names as given: the table file names (globs, `base@N`) and `extra_inputs`
+    (the spec, the seeds); the schema is an input file (input_files)."""
     patterns = [info.filename for info in graph.node_sets.values() if info.filename]
     patterns += [info.filename for info in graph.edge_sets.values()]
-    patterns += [p for p in extra_inputs if p]
-    return sorted({p.rsplit("/", 1)[0] if "/" in p else "." for p in patterns})
+    return patterns + [p for p in extra_inputs if p]
 
 
 def input_files(graph, *extra_inputs: str | None) -> list[str]:
     """Every input file of a run: the schema, the table files (their patterns expanded) and
     `extra_inputs` (the spec, the seeds; patterns expanded). A pattern that matches nothing adds
     nothing (the readers report it)."""
-    patterns = [info.filename for info in graph.node_sets.values() if info.filename]
-    patterns += [info.filename for info in graph.edge_sets.values()]
-    patterns += [p for p in extra_inputs if p]
     found = {graph.schema_path}
-    for pattern in patterns:
+    for pattern in input_patterns(graph, *extra_inputs):
         shards = re.fullmatch(r"(?P<base>.+)@(?P<count>\d+)", pattern)
         found.update(_match(shards.group("base") + "-*" if shards else pattern) or [pattern])
-    return sorted(_canonical(p) for p in found if p)
-
-
-def check_inputs_kept(output_dir: str, owned: list[str], files: list[str], flag: str) -> None:
-    """UserError when a file the run writes or deletes (`owned`, COMMON_OUTPUTS, the earlier
-    run's manifest) is one of its input `files`, wherever that lies: a run never replaces or
-    deletes an input (e.g. a schema given as out/schema.pbtxt, the GraphTensor schema's name)."""
-    manifest = _manifest(output_dir)
-    patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
-    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
-    listed = set(manifest.get("files", []))
-    base = _canonical(output_dir)
-    for path in files:
-        if not _inside(path, base) or path == base:
-            continue
-        rel = path[len(base.rstrip("/")) + 1 :]
-        if rel in listed or matcher.fullmatch(rel):
-            raise UserError(
-                f"{flag} {output_dir}: the run would replace its input {path}; write the output"
-                " somewhere else"
-            )
+    return sorted(input_checks.canonical(p) for p in found if p)
 
 
 def check_output(
@@ -124,35 +88,32 @@ def check_output(
     flag: str,
     dedicated: bool = False,
     files: list[str] = (),
+    examples: list[str] = (),
 ) -> None:
-    """Before the pipeline starts: the output and the inputs do not overlap, no old run is there.
+    """Before the pipeline starts: the output replaces and re-reads no input, no other run
+    holds the folder (this run takes it: pipelines.output_lock), no old run is there.
 
     `owned` are regular expressions (full match, relative to `output_dir`) of the files the run
-    writes. With `dedicated` (a folder only this run writes, e.g. a partition folder), any
-    content counts as existing output. With `overwrite` only files this project wrote are
-    deleted: those the manifest of the earlier run lists or its patterns match, and those this
-    run's `owned` patterns match; never anything inside an input folder, and never one of the
-    input `files` (input_files): a run that would write one is refused (check_inputs_kept).
+    writes, `examples` one name of each kind, `inputs` the input patterns (input_patterns),
+    `files` the input files (input_files). pipelines.input_checks refuses what would replace
+    or re-read an input, and nothing else. With `dedicated` (a folder only this run writes,
+    e.g. a partition folder), any content counts as existing output. With `overwrite` only
+    files this project wrote are deleted: those the manifest of the earlier run lists or its
+    patterns match, and those this run's `owned` patterns match; never an input file.
     """
-    check_inputs_kept(output_dir, owned, list(files), flag)
-    for folder in inputs:
-        if _inside(output_dir, folder):
-            raise UserError(
-                f"{flag} {output_dir}: the output is inside the input folder {folder}; "
-                "write it somewhere else"
-            )
-        if _inside(folder, output_dir):
-            raise UserError(
-                f"{flag} {output_dir}: the output folder contains the input folder {folder}; "
-                "write it somewhere else"
-            )
-    kept = set(files)
-    old = [p for p in owned_files(output_dir, owned, inputs) if _canonical(p) not in kept]
+    manifest = _manifest(output_dir)
+    patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
+    input_checks.check_replaced(output_dir, patterns, set(manifest.get("files", [])), files, flag)
+    input_checks.check_owned_folders(output_dir, patterns, list(files), flag)
+    input_checks.check_re_read(output_dir, list(examples), list(inputs), flag)
+    output_lock.hold(output_dir, flag)  # from here on the folder is this run's
+    old = owned_files(output_dir, owned, list(files))
     # A manifest alone (left by a refused, failed or interrupted run whose partial output was
     # removed) is no output: the next run may go ahead without --overwrite.
     existing = [p for p in old if p.rsplit("/", 1)[-1] != MANIFEST_NAME]
     if dedicated and not existing and not has_scheme(output_dir) and os.path.isdir(output_dir):
-        existing = sorted(n for n in os.listdir(output_dir) if n != MANIFEST_NAME)
+        skip = {MANIFEST_NAME, output_lock.MARKER_NAME}
+        existing = sorted(n for n in os.listdir(output_dir) if n not in skip)
     if not existing:
         return
     if not overwrite:
@@ -162,23 +123,25 @@ def check_output(
         )
     if old:
         io_files.delete(old)
-    _remove_empty_folders(output_dir)
+    _remove_empty_folders(output_dir, patterns)
 
 
-def _listing(output_dir: str) -> list[str]:
-    """The files directly in `output_dir` and anywhere under its OWNED_FOLDERS, relative to it."""
+def _listing(output_dir: str, patterns: list[str]) -> list[str]:
+    """The files directly in `output_dir` and anywhere under the folders that hold files of
+    `patterns` (input_checks.owned_folders), relative to it."""
     if has_scheme(output_dir):
         base = output_dir.rstrip("/") + "/"
         return [p[len(base) :] for p in _match(base + "**") if p.startswith(base)]
     top = output_dir or "."
     if not os.path.isdir(top):
         return []
+    folders = input_checks.owned_folders(patterns)
     out = []
     for name in sorted(os.listdir(top)):
         path = os.path.join(top, name)
         if not os.path.isdir(path):
             out.append(name)
-        elif OWNED_FOLDERS.fullmatch(name) and not os.path.islink(path):
+        elif folders.fullmatch(name) and not os.path.islink(path):
             for folder, _, files in os.walk(path):
                 rel = os.path.relpath(folder, top)
                 out += [f"{rel}/{f}" for f in files]
@@ -197,27 +160,35 @@ def _manifest(output_dir: str) -> dict:
 
 def owned_files(output_dir: str, owned: list[str], inputs: list[str]) -> list[str]:
     """The files under `output_dir` this project wrote: listed in its manifest, matching the
-    manifest's patterns or `owned` (+ COMMON_OUTPUTS), and not inside an input folder."""
+    manifest's patterns or `owned` (+ COMMON_OUTPUTS), and not one of the `inputs` (files)."""
     manifest = _manifest(output_dir)
     patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
-    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
+    match = owned_matcher(patterns)
     listed = set(manifest.get("files", []))
     found = [
         _join(output_dir, rel)
-        for rel in _listing(output_dir)
-        if rel in listed or matcher.fullmatch(rel)
+        for rel in _listing(output_dir, patterns)
+        if rel in listed or match.fullmatch(rel)
     ]
-    return sorted(p for p in found if not any(_inside(p, folder) for folder in inputs))
+    kept = {input_checks.canonical(p) for p in inputs}
+    return sorted(p for p in found if input_checks.canonical(p) not in kept)
 
 
-def _remove_empty_folders(output_dir: str) -> None:
-    """Removes the empty OWNED_FOLDERS in `output_dir` (e.g. part<i>/ of an earlier run)."""
+def owned_matcher(owned: list[str]) -> re.Pattern:
+    """One regular expression (full match) for the patterns `owned` and COMMON_OUTPUTS."""
+    return input_checks.matcher([*owned, *COMMON_OUTPUTS])
+
+
+def _remove_empty_folders(output_dir: str, patterns: list[str]) -> None:
+    """Removes the empty folders of `patterns` in `output_dir` (e.g. part<i>/ of an earlier
+    run, input_checks.owned_folders)."""
     top = output_dir or "."
     if has_scheme(output_dir) or not os.path.isdir(top):
         return
+    folders = input_checks.owned_folders([*patterns, *COMMON_OUTPUTS])
     for name in os.listdir(top):
         path = os.path.join(top, name)
-        if OWNED_FOLDERS.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
+        if folders.fullmatch(name) and os.path.isdir(path) and not os.path.islink(path):
             for folder, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
                 if not os.listdir(folder):
                     os.rmdir(folder)
@@ -225,8 +196,9 @@ def _remove_empty_folders(output_dir: str) -> None:
 
 def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None:
     """`<output_dir>/.beam_graph_manifest.json`: the patterns of the files this run writes, and
-    (once the run is over) the files. Written before the run too, so that --overwrite after a
-    killed run still knows them. A folder that cannot be written is a one-line UserError."""
+    (once the run is over) the files, never one of the input files `inputs`. Written before
+    the run too, so that --overwrite after a killed run still knows them. A folder that cannot
+    be written is a one-line UserError."""
     files = [
         p[len(output_dir) + 1 :] if output_dir else p
         for p in owned_files(output_dir, owned, inputs)
@@ -247,13 +219,18 @@ def unwritable_reason(error: BaseException) -> str:
 
 
 def remove_leftovers(output_dir: str, patterns: list[str]) -> None:
-    """After a failed run: removes the temporary folders (and files) matching `patterns`."""
-    matcher = re.compile("|".join(f"(?:{p})" for p in patterns))
+    """After a failed run: removes the temporary folders (and files) matching `patterns`; only
+    in a folder this process holds (pipelines.output_lock): never another run's files."""
+    if not output_lock.holds(output_dir):
+        return
+    matcher = input_checks.matcher(patterns)
     try:
-        stale = [_join(output_dir, r) for r in _listing(output_dir) if matcher.fullmatch(r)]
+        stale = [
+            _join(output_dir, r) for r in _listing(output_dir, patterns) if matcher.fullmatch(r)
+        ]
         if stale:
             io_files.delete(stale)
-        _remove_empty_folders(output_dir)
+        _remove_empty_folders(output_dir, patterns)
     except Exception:  # noqa: BLE001 - best effort: the run's own error is the one to report
         pass
 

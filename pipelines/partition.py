@@ -32,6 +32,8 @@ from sampler.partition.output_format import DEFAULT_LABELS, LAYOUTS, RAW_ID_DIR,
 from sampler.partition.report import LEGACY_REPORT_NAME, REPORT_NAME
 from sampler.schema import load_graph
 
+PART_FILES = "graph|node_feat|edge_feat|orig_nids|orig_eids"  # part<i>/<name>.dgl
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
@@ -256,7 +258,6 @@ def main_body(argv) -> None:
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
-    note_output(output_dir)
     try:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         result.wait_until_finish()
@@ -273,8 +274,9 @@ def main_body(argv) -> None:
         accounting.check_bad_records(counters, args.max_bad_records, output_dir)
         accounting.check_strict(issues, accounting.parse_strict(args.strict))
     except UserError:
-        # The DGL config marks partitions as loadable: a failed run must not leave it.
-        files.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
+        # Nothing of a failed run could pass for partitions (the DGL config marks them as
+        # loadable): all its files go, every folder (raw_id_mappings/ too); dead letters stay.
+        accounting.remove_leftovers(output_dir, owned_outputs(args))
         raise
     with files.open_stream(f"{output_dir}/{REPORT_NAME}") as f:
         report = json.loads(f.read().decode("utf-8"))
@@ -289,7 +291,7 @@ def main_body(argv) -> None:
         resources=used,
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
-    accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_folders(job.graph))
+    accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_files(job.graph))
 
 
 def owned_outputs(args) -> list[str]:
@@ -297,25 +299,39 @@ def owned_outputs(args) -> list[str]:
     return [
         re.escape(f"{args.graph_name}.json"),
         re.escape(REPORT_NAME),
-        r"part\d+/(graph|node_feat|edge_feat|orig_nids|orig_eids)\.dgl",
+        rf"part\d+/({PART_FILES})\.dgl",
         r"node_ids/[^/]+/[^/]+-\d{5}-of-\d{5}\.parquet",
         re.escape(RAW_ID_DIR) + r"/[^/]+/part-\d{5}\.parquet",
         re.escape(LEGACY_REPORT_NAME),  # an earlier version's report
     ]
 
 
+def output_examples(args, graph) -> list[str]:
+    """One name (relative to --output_dir) of each kind of file a run writes, for the check
+    that no input pattern would read them (pipelines.input_checks); one per owned pattern, and
+    accounting.COMMON_OUTPUTS (tests/test_output_folders.py checks)."""
+    out = [f"{args.graph_name}.json", REPORT_NAME, LEGACY_REPORT_NAME]
+    out += [f"part0/{name}.dgl" for name in PART_FILES.split("|")]
+    for name in graph.node_sets:
+        out += [f"node_ids/{name}/{name}-00000-of-00001.parquet"]
+        out += [f"{RAW_ID_DIR}/{name}/part-00000.parquet"]
+    out += [accounting.SUMMARY_NAME, "bad_records-00000-of-00001.jsonl"]
+    return out + [accounting.MANIFEST_NAME, "beam-temp-bad_records-0123456789ab/part-0"]
+
+
 def check_output(graph, args, output_dir: str) -> None:
-    """Configuration errors of --output_dir before anything runs (pipelines.accounting); then
-    the manifest of the run's files is written (a folder that cannot be written fails here)."""
-    note_output(output_dir)
+    """Configuration errors of --output_dir before anything runs (pipelines.accounting), and
+    the hold of the folder (pipelines.output_lock); then the manifest of the run's files is
+    written (a folder that cannot be written fails here)."""
     accounting.parse_strict(args.strict)
-    inputs = accounting.input_folders(graph)
     owned = owned_outputs(args)
     input_files = accounting.input_files(graph)
     accounting.check_output(
-        output_dir, owned, inputs, args.overwrite, "--output_dir", dedicated=True, files=input_files
-    )
-    accounting.write_manifest(output_dir, owned, inputs)
+        output_dir, owned, accounting.input_patterns(graph), args.overwrite, "--output_dir",
+        dedicated=True, files=input_files, examples=output_examples(args, graph),
+    )  # fmt: skip
+    note_output(output_dir)  # held by this run: its clean-up may remove what it wrote
+    accounting.write_manifest(output_dir, owned, input_files)
 
 
 def print_summary(report: dict, output_dir: str, seconds: float) -> None:

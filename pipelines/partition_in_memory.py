@@ -17,7 +17,6 @@ from pipelines import accounting
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.partition import in_memory
-from sampler.partition.report import REPORT_NAME
 from sampler.schema import load_graph
 
 IN_MEMORY = "InMemory"
@@ -97,7 +96,9 @@ def main(argv, args, beam_args, start: float) -> None:
         accounting.check_bad_records(counters, args.max_bad_records, output_dir)
         accounting.check_strict(issues, accounting.parse_strict(args.strict))
     except UserError:
-        files.delete([f"{output_dir}/{args.graph_name}.json", f"{output_dir}/{REPORT_NAME}"])
+        # Nothing of a failed run could pass for partitions (the DGL config marks them as
+        # loadable): all its files go, every folder (raw_id_mappings/ too); dead letters stay.
+        accounting.remove_leftovers(output_dir, cli.owned_outputs(args))
         raise
     seconds = time.time() - start
     cli.print_summary(report, output_dir, seconds)
@@ -116,5 +117,5 @@ def main(argv, args, beam_args, start: float) -> None:
         resources=used,
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
-    accounting.write_manifest(output_dir, cli.owned_outputs(args), accounting.input_folders(graph))
+    accounting.write_manifest(output_dir, cli.owned_outputs(args), accounting.input_files(graph))
     sys.stdout.flush()

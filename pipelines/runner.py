@@ -19,6 +19,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from pipelines import output_lock
 from pipelines.flags import MAX_OUTPUT_SHARDS
 from sampler.errors import UserError
 
@@ -233,6 +234,7 @@ class Interrupt:
 
     def _on_sigint(self, signum, frame):
         if self.seen:
+            output_lock.release_all()  # the folder is free again (its marker is removed)
             os._exit(INTERRUPTED_EXIT)
         self.seen = True
         # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
@@ -386,4 +388,5 @@ def run_main(main_fn, argv=None) -> int:
             if os.path.exists(log_path) and (not failed or not os.path.getsize(log_path)):
                 os.remove(log_path)
             remove_pipeline_temp_dirs()
+            output_lock.release_all()  # last: the run's clean-up is over
     return 0

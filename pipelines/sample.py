@@ -272,18 +272,42 @@ def owned_outputs(args: SampleConfig) -> list[str]:
     return [samples, r"schema\.pbtxt", accounting.REJECTED_SEEDS_FILE, *TEMP_OUTPUTS]
 
 
+def output_examples(args: SampleConfig) -> list[str]:
+    """One name (relative to the output folder) of each kind of file a run writes, for the
+    check that no input pattern would read them (pipelines.input_checks); one per owned
+    pattern, and accounting.COMMON_OUTPUTS (tests/test_output_folders.py checks)."""
+    prefix, count, template = output_shards(args.output_samples)
+    base = prefix.rsplit("/", 1)[-1]
+    samples = [base] if template == "" else [files.shard_name(base, 0, count)]
+    return [
+        *samples,
+        "schema.pbtxt",
+        "rejected_seeds-00000-of-00001.jsonl",
+        ".temp-samples-0123456789ab/graph/part-00000-01234567",
+        "beam-temp-bad_records-0123456789ab/part-0",
+        "beam-temp-rejected_seeds-0123456789ab/part-0",
+        accounting.SUMMARY_NAME,
+        "bad_records-00000-of-00001.jsonl",
+        accounting.MANIFEST_NAME,
+    ]
+
+
 def check_output(graph, args: SampleConfig) -> None:
-    """Configuration errors of the output, before anything runs (pipelines.accounting); then
-    the manifest of the run's files is written (a folder that cannot be written fails here)."""
+    """Configuration errors of the output, before anything runs (pipelines.accounting), and
+    the hold of the output folder (pipelines.output_lock); then the manifest of the run's files
+    is written (a folder that cannot be written fails here)."""
     output_dir = output_dir_of(args.output_samples)
-    note_output(output_dir)
     accounting.parse_strict(args.strict)
-    inputs = accounting.input_folders(graph, args.input_seeds)
     owned = owned_outputs(args)
     flag = "--output_samples"
-    files = accounting.input_files(graph, args.sampling_spec, args.input_seeds)
-    accounting.check_output(output_dir, owned, inputs, args.overwrite, flag, files=files)
-    accounting.write_manifest(output_dir, owned, inputs)
+    inputs = accounting.input_patterns(graph, args.sampling_spec, args.input_seeds)
+    input_files = accounting.input_files(graph, args.sampling_spec, args.input_seeds)
+    accounting.check_output(
+        output_dir, owned, inputs, args.overwrite, flag,
+        files=input_files, examples=output_examples(args),
+    )  # fmt: skip
+    note_output(output_dir)  # held by this run: its clean-up may remove what it wrote
+    accounting.write_manifest(output_dir, owned, input_files)
 
 
 def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> str:
@@ -426,7 +450,7 @@ def main_body(argv) -> None:
     write_run_summary(
         argv, config, counters, job.output_dir, time.time() - start, issues, resources=used
     )
-    inputs = accounting.input_folders(job.graph, config.input_seeds)
+    inputs = accounting.input_files(job.graph, config.sampling_spec, config.input_seeds)
     accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
 
 
@@ -495,7 +519,7 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
     write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, issues)
-    inputs = accounting.input_folders(graph, config.input_seeds)
+    inputs = accounting.input_files(graph, config.sampling_spec, config.input_seeds)
     accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 
 

@@ -215,18 +215,8 @@ output="$(flag_value "$output_flag")"
 [[ "$input" == gs://* ]] || die "$input_flag must be a gs:// path (Dataflow workers read it), got '$input'"
 [[ "$output" == gs://* ]] || die "$output_flag must be a gs:// path (Dataflow workers write it), got '$output'"
 
-# The input's folder: the schema's directory (a *.pbtxt file) or the directory given.
-input_dir="${input%/}"
-[[ "$input_dir" == *.pbtxt ]] && input_dir="${input_dir%/*}"
-# The output's folder: the directory of a file pattern (path or path@N), or the directory given.
-output_dir="${output%/}"
-if [ "$output_flag" = --output_samples ]; then
-  output_dir="${output_dir%@*}"
-  output_dir="${output_dir%/*}"
-fi
-if [ "$output_dir" = "$input_dir" ] || [[ "$output_dir/" == "$input_dir/"* ]]; then
-  die "$output_flag $output is inside the input's folder $input_dir ($input_flag); write it elsewhere"
-fi
+# Whether the output would replace or re-read an input is the stage's own check (it lists the
+# files; pipelines/input_checks.py): an output folder beside or inside the input's is fine.
 
 # --- commands ---
 credentials="${GOOGLE_APPLICATION_CREDENTIALS:-${HOME:-/nonexistent}/.config/gcloud/application_default_credentials.json}"

@@ -193,20 +193,25 @@ def test_failed_partition_run_leaves_nothing_that_looks_complete(dirty, tmp_path
 
 def test_output_checks_come_before_the_pipeline(dirty, tmp_path, capsys):
     argv = ["--graph_schema", str(dirty), "--graph_name", "g", "--num_parts", "2"]
+    # The graph's own folder: not empty (a partition folder is the run's alone), though the
+    # run would replace none of its files (issue 32 P).
     assert partition_cli.main([*argv, "--output_dir", str(dirty)]) == 2
-    assert "inside the input folder" in capsys.readouterr().err
+    assert "exists already" in capsys.readouterr().err
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     assert partition_cli.main([*argv, "--output_dir", str(busy)]) == 2
     assert "exists already" in capsys.readouterr().err
+    seeds = dirty / "sub" / "seeds.csv"  # the output named like the seeds table
+    seeds.parent.mkdir()
+    seeds.write_text("#id\na\n")
     seeds_argv = [
         "--graph_schema", str(dirty), "--sampling_spec", str(dirty / "spec.pbtxt"),
-        "--output_samples", str(dirty / "sub" / "s@1"),
+        "--output_samples", str(seeds), "--input_seeds", str(seeds),
     ]  # fmt: skip
     assert sample_cli.main(seeds_argv) == 2
-    assert "inside the input folder" in capsys.readouterr().err
-    assert not (dirty / "sub").exists()
+    assert "would replace its input" in capsys.readouterr().err
+    assert sorted(p.name for p in (dirty / "sub").iterdir()) == ["seeds.csv"]
 
 
 def test_rows_lost_between_the_stages_and_their_buckets_fail_the_run():

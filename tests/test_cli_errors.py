@@ -163,13 +163,17 @@ def test_bad_rows_within_the_limit_go_to_the_dead_letter_output(graph):
     assert not (out / "run_summary.json").exists()
 
 
-def test_output_inside_an_input_folder_is_one_line(graph):
+def test_output_in_an_input_folder_replaces_nothing_and_is_accepted(graph):
+    # Issue 32 P: only what would replace or re-read an input is refused
+    # (tests/test_output_folders.py); the schema here is graph_schema.pbtxt, not schema.pbtxt.
+    inputs = {p.name: p.read_bytes() for p in graph.iterdir()}
     result = run_cli(
         "--graph_schema", str(graph), "--sampling_spec", str(graph / "spec.pbtxt"),
         "--output_samples", str(graph / "samples@2"),
     )  # fmt: skip
-    assert_user_error(result, "inside the input folder")
-    assert not list(graph.glob("samples*"))
+    assert result.returncode == 0, result.stderr
+    assert len(list(graph.glob("samples-*-of-00002"))) == 2
+    assert {n: (graph / n).read_bytes() for n in inputs} == inputs
 
 
 def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
@@ -257,13 +261,16 @@ def test_failed_run_leaves_no_temp_folders(graph):
     assert not [p.name for p in out.iterdir() if "temp" in p.name]
 
 
-def test_output_folder_containing_an_input_is_refused(graph):
+def test_output_folder_containing_an_input_folder_keeps_it(graph):
+    # Issue 32 P: an output folder that holds the input folder is fine when the run would
+    # replace and re-read none of its files, --overwrite included.
     (graph / "graph_schema.pbtxt").write_text(SCHEMA.replace('"paper.csv"', '"part0/paper.csv"'))
     (graph / "part0").mkdir()
     (graph / "paper.csv").rename(graph / "part0" / "paper.csv")
     result = run_cli(*sample_args(graph)[:-1], str(graph.parent / "s@2"), "--overwrite")
-    assert_user_error(result, "contains the input folder")
-    assert (graph / "part0" / "paper.csv").exists()
+    assert result.returncode == 0, result.stderr
+    assert (graph / "part0" / "paper.csv").read_text() == "#id,feat\np0,1;2\np1,3;4\n"
+    assert (graph.parent / "s-00001-of-00002").exists()
 
 
 @pytest.mark.parametrize("where", ["file_parent", "proc"])
@@ -300,7 +307,7 @@ def test_partition_overwrite_never_deletes_an_input_and_drops_old_parts(graph):
     out = graph.parent
     args = ["--graph_schema", str(part), "--graph_name", "g"]
     result = run_partition(*args, "--output_dir", str(out), "--num_parts", "1", "--overwrite")
-    assert_user_error(result, "contains the input folder")
+    assert_user_error(result, "part7/cites.csv lies in part7/, a folder the run writes")
     assert sorted(p.name for p in part.iterdir()) == [
         "cites.csv", "graph_schema.pbtxt", "paper.csv", "spec.pbtxt",
     ]  # fmt: skip

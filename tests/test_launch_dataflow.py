@@ -343,42 +343,25 @@ def test_missing_or_bad_settings_are_one_line_errors(bin_dir, args, message):
 
 
 @pytest.mark.parametrize(
-    "schema, output, refused",
+    "schema, output",
     [
-        ("gs://b/graph", "gs://b/graph/samples@4", True),
-        ("gs://b/graph/", "gs://b/graph/out/samples@4", True),
-        ("gs://b/graph/graph_schema.pbtxt", "gs://b/graph/samples.tfrecord", True),
-        ("gs://b/graph/graph_schema.pbtxt", "gs://b/graph/deeper/more/s@2", True),
-        ("gs://b/graph", "gs://b/graph2/samples@4", False),
-        ("gs://b/graph/graph_schema.pbtxt", "gs://b/samples@4", False),
+        ("gs://b/graph", "gs://b/graph/samples@4"),
+        ("gs://b/graph/", "gs://b/graph/out/samples@4"),
+        ("gs://b/graph/graph_schema.pbtxt", "gs://b/graph/deeper/more/s@2"),
+        ("gs://b/graph", "gs://b/graph2/samples@4"),
     ],
 )
-def test_refuses_output_inside_the_input_folder(bin_dir, schema, output, refused):
+def test_an_output_in_or_beside_the_input_folder_is_left_to_the_stage_check(
+    bin_dir, schema, output
+):
+    """Issue 32 P: the stage refuses what would replace or re-read an input, and nothing else
+    (tests/test_output_folders.py); the launcher, which lists no file, refuses none of these."""
     args = ["--graph_schema", schema, "--sampling_spec", "gs://b/s.pbtxt", "--output_samples"]
     done = launch(bin_dir, "sample", *SETTINGS, *args, output, "--dry-run")
-    if refused:
-        assert done.returncode == 2
-        assert "is inside the input's folder" in done.stderr
-        assert len(done.stderr.strip().splitlines()) == 1
-    else:
-        assert done.returncode == 0, done.stderr
-
-
-def test_refuses_partition_output_inside_the_input_folder(bin_dir):
-    done = launch(
-        bin_dir,
-        "partition",
-        *SETTINGS,
-        "--graph_schema",
-        "gs://b/graph/graph_schema.pbtxt",
-        "--output_dir",
-        "gs://b/graph/parts",
-        "--dry-run",
-    )
-    assert done.returncode == 2
-    assert (
-        "--output_dir gs://b/graph/parts is inside the input's folder gs://b/graph" in done.stderr
-    )
+    assert done.returncode == 0, done.stderr
+    done = launch(bin_dir, "partition", *SETTINGS, "--graph_schema", schema,
+                  "--output_dir", "gs://b/graph/parts", "--dry-run")  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize(
