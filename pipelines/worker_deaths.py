@@ -1,0 +1,107 @@
+"""A worker process of the local runner that ends while the run needs it ends the run, at once.
+
+Beam 2.77's FnApiRunner starts each SDK worker process (multi_processing) from a thread that
+waits for it and raises `RuntimeError: Worker subprocess exited with return code N` in that
+thread only, where nobody looks. The runner's main thread goes on waiting for the worker:
+
+* a worker that never connected (its process failed to start: the fork server died just
+  after it began to listen) is waited for forever;
+* a worker that died during a bundle (SIGKILL from the kernel's out-of-memory killer) ends the
+  run with `RuntimeError: Channel closed prematurely.` and about 80 lines of traceback.
+
+`install()` (once per process; LocalRunner calls it) starts each worker from a thread that,
+when the process ends before the runner closes it, records the death in words (which worker,
+which signal or exit code) and aborts the worker's pending and later control requests with
+WorkerDied: the main thread stops waiting. LocalRunner raises the first death recorded during
+a failed run as WorkerDied, which run_main prints in one line. A run is not retried: its
+bundles may have written part files, and the CLI removes a failed run's partial output.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from apache_beam.runners.portability import local_job_service
+from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+from pipelines.interrupts import WorkerDied, exit_status_words
+
+_EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
+_lock = threading.Lock()
+_deaths: list[str] = []  # the run in progress's, in the order they were seen
+
+
+def deaths() -> list[str]:
+    with _lock:
+        return list(_deaths)
+
+
+def clear() -> None:
+    with _lock:
+        _deaths.clear()
+
+
+def _watched_start(self) -> None:
+    """SubprocessSdkWorkerHandler.start_worker, with the worker's end watched."""
+    worker = local_job_service.SubprocessSdkWorker(
+        self._worker_command_line, self.control_address, self.provision_info, self.worker_id
+    )
+    self.worker = worker
+
+    def run() -> None:
+        code = 0
+        try:
+            worker.run()
+        except RuntimeError as e:
+            match = _EXITED.search(str(e))
+            if match is None:
+                raise
+            code = int(match.group(1))
+        if code == 0:
+            return
+        line = f"SDK worker process {self.worker_id} {exit_status_words(code)} during the run"
+        with _lock:
+            _deaths.append(line)
+        if not getattr(self, "_closing", False):  # else the runner is ending it (a Ctrl-C)
+            error = WorkerDied(line)
+            self.control_conn._died = error
+            self.control_conn.abort(error)
+
+    self.worker_thread = threading.Thread(name="run_worker", target=run, daemon=True)
+    self.worker_thread.start()
+
+
+def _closing(close):
+    def close_marked(self) -> None:
+        self._closing = True
+        close(self)
+
+    close_marked.__wrapped__ = close
+    return close_marked
+
+
+def _aborted_push(push):
+    """ControlConnection.push: a request to a worker that already died fails at once."""
+
+    def push_checked(self, req):
+        future = push(self, req)
+        died = getattr(self, "_died", None)
+        if died is not None and future is not None:
+            future.abort(died)
+        return future
+
+    push_checked.__wrapped__ = push
+    return push_checked
+
+
+def install() -> None:
+    """Watches every SDK worker process this process's runners start (once per process)."""
+    with _lock:
+        handler = worker_handlers.SubprocessSdkWorkerHandler
+        if hasattr(handler.close, "__wrapped__"):
+            return
+        handler.start_worker = _watched_start
+        handler.close = _closing(handler.close)
+        connection = worker_handlers.ControlConnection
+        connection.push = _aborted_push(connection.push)
