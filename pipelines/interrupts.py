@@ -161,14 +161,15 @@ def signal_name(signum: int) -> str:
 
 
 def exit_status_words(code: int) -> str:
-    """A process's exit status in words: Popen's -N and a shell's 128+N are signals."""
+    """How a worker process ended during the run, in words: Popen's -N and a shell's 128+N
+    are signals."""
     if code < 0 or 128 < code < 128 + 65:
         signum = -code if code < 0 else code - 128
-        words = f"killed by {signal_name(signum)}"
+        words = f"was killed by {signal_name(signum)} during the run"
         if signum == signal.SIGKILL:
-            words += " (the kernel's out-of-memory killer sends it: see `dmesg`)"
+            words += " (the kernel's out-of-memory killer sends SIGKILL: see `dmesg`)"
         return words
-    return f"exited with code {code}"
+    return f"exited with code {code} during the run"
 
 
 def memory_error(error: BaseException) -> bool:

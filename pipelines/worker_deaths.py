@@ -25,7 +25,7 @@ import threading
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-from pipelines.interrupts import WorkerDied, exit_status_words
+from pipelines.interrupts import WorkerDied, exit_status_words, memory_limit_words
 
 _EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
 _lock = threading.Lock()
@@ -50,17 +50,17 @@ def _watched_start(self) -> None:
     self.worker = worker
 
     def run() -> None:
-        code = 0
         try:
             worker.run()
+            return
         except RuntimeError as e:
             match = _EXITED.search(str(e))
-            if match is None:
-                raise
-            code = int(match.group(1))
-        if code == 0:
-            return
-        line = f"SDK worker process {self.worker_id} {exit_status_words(code)} during the run"
+            if match is not None and int(match.group(1)) == 0:
+                return
+            what = exit_status_words(int(match.group(1))) if match else _failed_to_start(e)
+        except Exception as e:  # noqa: BLE001 - e.g. MemoryError under ulimit -v: one line
+            what = _failed_to_start(e)
+        line = f"SDK worker process {self.worker_id} {what}"
         with _lock:
             _deaths.append(line)
         if not getattr(self, "_closing", False):  # else the runner is ending it (a Ctrl-C)
@@ -70,6 +70,16 @@ def _watched_start(self) -> None:
 
     self.worker_thread = threading.Thread(name="run_worker", target=run, daemon=True)
     self.worker_thread.start()
+
+
+def _failed_to_start(error: BaseException) -> str:
+    """Why the runner could not start (or wait for) a worker process, in words."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    words = f"could not be started: {type(error).__name__}" + (f": {text}" if text else "")
+    limits = memory_limit_words()
+    if limits and (isinstance(error, MemoryError) or "can't start new thread" in text):
+        words += f" (within the process limit: {limits})"
+    return words
 
 
 def _closing(close):
