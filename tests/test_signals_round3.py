@@ -24,11 +24,28 @@ import time
 import pytest
 
 from pipelines import sdk_fork_server
-from tests.test_interrupts import mag, session_processes  # noqa: F401  (a fixture)
+from sampler.tools import synthetic
+from tests.test_interrupts import session_processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 MANIFEST = ".beam_graph_manifest.json"
+
+
+@pytest.fixture(scope="module")
+def mag(tmp_path_factory):
+    """A 6,000-paper MAG-shaped graph (CSV), as tests/test_interrupts.py's: its sampling runs
+    for tens of seconds here."""
+    folder = tmp_path_factory.mktemp("signals")
+    graph = folder / "graph"
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.generate", "--num_papers", "6000",
+         "--output_dir", str(graph), "--format", "csv"],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), check=True, capture_output=True,
+        timeout=300,
+    )  # fmt: skip
+    spec = synthetic.write_sampling_spec(synthetic.mag_sampling_spec(), str(folder / "spec.pbtxt"))
+    return graph, spec
 
 
 class Run:
