@@ -43,7 +43,8 @@ def _exit_as(code: int) -> int:
     """The worker's exit: a signal that killed it kills this process too, so that the runner
     sees which one (the out-of-memory killer's SIGKILL)."""
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # their handlers cannot be set
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         return 128 - code
     return code
