@@ -109,6 +109,11 @@ def log_thread_error(logger_name: str):
 
 def child_processes() -> list[int]:
     """The ids of this process's descendants (Linux /proc; [] where there is none)."""
+    return descendants(os.getpid())
+
+
+def descendants(root: int) -> list[int]:
+    """The ids of `root`'s descendants (Linux /proc; [] where there is none)."""
     parents: dict[int, list[int]] = {}
     try:
         names = os.listdir("/proc")
@@ -124,7 +129,7 @@ def child_processes() -> list[int]:
             continue
         if fields[0] != "Z":
             parents.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [os.getpid()]
+    out, todo = [], [root]
     while todo:
         for child in parents.get(todo.pop(), []):
             out.append(child)

@@ -19,13 +19,23 @@ bundles may have written part files, and the CLI removes a failed run's partial 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
 import threading
 
+import grpc
+from apache_beam.portability.api import beam_fn_api_pb2_grpc, endpoints_pb2
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
+from apache_beam.utils import thread_pool_executor
+from google.protobuf import json_format, text_format
 
-from pipelines.interrupts import WorkerDied, exit_status_words, memory_limit_words
+from pipelines.interrupts import WorkerDied, descendants, exit_status_words, memory_limit_words
+
+STOP_S = 30  # how long a closed worker process may take to end before it is killed
 
 _EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
 _lock = threading.Lock()
@@ -42,9 +52,67 @@ def clear() -> None:
         _deaths.clear()
 
 
+class _Worker(local_job_service.SubprocessSdkWorker):
+    """Beam 2.77's SubprocessSdkWorker.run, keeping its process (`process`) so that a stop
+    that waits too long can end it."""
+
+    process = None
+
+    def run(self) -> None:
+        options = [("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)]
+        logging_server = grpc.server(
+            thread_pool_executor.shared_unbounded_instance(), options=options
+        )
+        logging_port = logging_server.add_insecure_port("[::]:0")
+        logging_server.start()
+        beam_fn_api_pb2_grpc.add_BeamFnLoggingServicer_to_server(
+            local_job_service.BeamFnLoggingServicer(), logging_server
+        )
+        try:
+            url = endpoints_pb2.ApiServiceDescriptor
+            env = dict(
+                os.environ,
+                CONTROL_API_SERVICE_DESCRIPTOR=text_format.MessageToString(
+                    url(url=self._control_address)
+                ),
+                LOGGING_API_SERVICE_DESCRIPTOR=text_format.MessageToString(
+                    url(url=f"localhost:{logging_port}")
+                ),
+                PIPELINE_OPTIONS=json_format.MessageToJson(
+                    self._provision_info.provision_info.pipeline_options
+                ),
+            )
+            if self._worker_id:
+                env["WORKER_ID"] = self._worker_id
+            with worker_handlers.SUBPROCESS_LOCK:
+                self.process = subprocess.Popen(self._worker_command_line, shell=True, env=env)
+            self.process.wait()
+            if self.process.returncode:
+                raise RuntimeError(
+                    f"Worker subprocess exited with return code {self.process.returncode}"
+                )
+        finally:
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+            logging_server.stop(0)
+
+
+def _bounded_stop(self) -> None:
+    """SubprocessSdkWorkerHandler.stop_worker: waits STOP_S for the worker process to end once
+    the runner closed it, then kills it and what it started (a worker that cannot exit must not
+    hold the run forever)."""
+    self.worker_thread.join(timeout=STOP_S)
+    process = getattr(self.worker, "process", None)
+    if self.worker_thread.is_alive() and process is not None:
+        for pid in [*descendants(process.pid), process.pid]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        self.worker_thread.join(timeout=STOP_S)
+
+
 def _watched_start(self) -> None:
     """SubprocessSdkWorkerHandler.start_worker, with the worker's end watched."""
-    worker = local_job_service.SubprocessSdkWorker(
+    worker = _Worker(
         self._worker_command_line, self.control_address, self.provision_info, self.worker_id
     )
     self.worker = worker
@@ -112,6 +180,7 @@ def install() -> None:
         if hasattr(handler.close, "__wrapped__"):
             return
         handler.start_worker = _watched_start
+        handler.stop_worker = _bounded_stop
         handler.close = _closing(handler.close)
         connection = worker_handlers.ControlConnection
         connection.push = _aborted_push(connection.push)
