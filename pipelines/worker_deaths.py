@@ -15,6 +15,9 @@ which signal or exit code) and aborts the worker's pending and later control req
 WorkerDied: the main thread stops waiting. LocalRunner raises the first death recorded during
 a failed run as WorkerDied, which run_main prints in one line. A run is not retried: its
 bundles may have written part files, and the CLI removes a failed run's partial output.
+
+The runner's close waited for each worker process without a bound too; a worker process that
+has not ended STOP_S after its close is killed with what it started (`_bounded_stop`).
 """
 
 from __future__ import annotations
