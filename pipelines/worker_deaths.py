@@ -123,11 +123,11 @@ def _watched_start(self) -> None:
     def run() -> None:
         try:
             worker.run()
-            return
+            if getattr(self, "_closing", False):
+                return  # the runner closed it: its normal end
+            what = exit_status_words(0)  # before the runner was done with it
         except RuntimeError as e:
             match = _EXITED.search(str(e))
-            if match is not None and int(match.group(1)) == 0:
-                return
             what = exit_status_words(int(match.group(1))) if match else _failed_to_start(e)
         except Exception as e:  # noqa: BLE001 - e.g. MemoryError under ulimit -v: one line
             what = _failed_to_start(e)
