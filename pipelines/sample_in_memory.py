@@ -14,7 +14,7 @@ import uuid
 from pipelines import accounting
 from pipelines.runner import output_shards
 from sampler.io import tfrecord
-from sampler.io.files import create_file, delete, join, rename, shard_name
+from sampler.io.files import create_file, delete, has_scheme, join, rename, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
@@ -100,7 +100,8 @@ def _write(args, chunks, specs, counters) -> None:
             writer.close()
     for source, target in zip(temps, paths, strict=True):
         rename(source, target)
-    delete([temp])
+    if not has_scheme(temp):  # an object store has no folder left once its files moved
+        delete([temp])
 
 
 def _write_record(writer, record: bytes) -> None:
