@@ -46,6 +46,7 @@ COMMON_OUTPUTS = (
     rf"{BAD_RECORDS_PREFIX}-\d{{5}}-of-\d{{5}}\.jsonl",
     re.escape(MANIFEST_NAME),
     r"beam-temp-bad_records-[0-9a-f]+/.*",
+    io_files.PARTIAL_PATTERN,  # a file being written (sampler.io.files.write_output)
 )
 
 

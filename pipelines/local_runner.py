@@ -8,9 +8,13 @@ import shlex
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import resources, sdk_fork_server, streamed_inputs
+from pipelines import resources, sdk_fork_server, streamed_inputs, worker_deaths
+from pipelines.interrupts import WorkerDied
 from pipelines.runner import FORK_WORKERS, worker_log_path
 from sampler.partition import adjacency_cache
+
+# Beam's error when a worker process's gRPC stream ends in the middle of a bundle.
+_CHANNEL_CLOSED = "Channel closed prematurely"
 
 
 class LocalRunner(FnApiRunner):
@@ -33,6 +37,12 @@ class LocalRunner(FnApiRunner):
         if self._fork_server is None and os.environ.get(FORK_WORKERS, "1") != "0":
             self._fork_server = sdk_fork_server.ForkServer(worker_log_path())
 
+    def stop_fork_server(self) -> None:
+        """Stops a fork server that no run used (the pipeline's construction failed)."""
+        fork_server, self._fork_server = self._fork_server, None
+        if fork_server is not None:
+            fork_server.stop()
+
     def run_via_runner_api(self, pipeline_proto, options):
         redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
         subprocess_sdks = [
@@ -53,14 +63,26 @@ class LocalRunner(FnApiRunner):
             fork_server = None
         for environment in subprocess_sdks:
             if fork_server is not None:
-                environment.payload = fork_server.worker_command().encode()
+                cold = environment.payload.decode()  # the client's fallback: Beam's own command
+                environment.payload = fork_server.worker_command(cold).encode()
             environment.payload += redirect
         self.pipeline_proto = pipeline_proto
         streamed_inputs.install()  # bounded messages to worker processes
+        worker_deaths.install()  # a worker process that dies ends the run (one line)
+        worker_deaths.clear()
         adjacency_cache.clear()  # this run's label propagation shards only
         try:
             with resources.count_run() as self.counts:
                 return super().run_via_runner_api(pipeline_proto, options)
+        except Exception as e:
+            died = worker_deaths.deaths()
+            if died and not isinstance(e, WorkerDied):
+                raise WorkerDied(died[0]) from e
+            if not died and _CHANNEL_CLOSED in str(e):
+                raise WorkerDied(
+                    "an SDK worker process ended during the run (its connection closed)"
+                ) from e
+            raise
         finally:
             if fork_server is not None:
                 fork_server.stop()

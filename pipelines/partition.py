@@ -22,6 +22,7 @@ import re
 import time
 
 from pipelines import accounting, cli, flags, partition_in_memory
+from pipelines.interrupts import check_interrupted
 from pipelines.runner import note_output, run_main
 from sampler.beam.partition.config import METHODS, PartitionConfig
 from sampler.errors import UserError
@@ -258,9 +259,11 @@ def main_body(argv) -> None:
     job = construct(argv)
     output_dir = job.output_dir
     check_output(job.graph, args, output_dir)
+    note_output(output_dir, lambda: remove_interrupted_run(output_dir, args))
     try:
         result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
         result.wait_until_finish()
+        check_interrupted()  # a Ctrl-C that a library caught during the run
     except BaseException:
         # A failed or interrupted run (a full disk, a Ctrl-C) leaves no part folder, node id table, DGL config
         # or report that could pass for a complete partitioning: only the manifest stays.
@@ -292,6 +295,13 @@ def main_body(argv) -> None:
     )  # fmt: skip
     print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
     accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_files(job.graph))
+
+
+def remove_interrupted_run(output_dir: str, args) -> None:
+    """A run that a signal ended, also once its files were written: only the manifest and the
+    dead letters stay (run_main calls this)."""
+    patterns = [*owned_outputs(args), re.escape(accounting.SUMMARY_NAME)]
+    accounting.remove_leftovers(output_dir, patterns)
 
 
 def owned_outputs(args) -> list[str]:

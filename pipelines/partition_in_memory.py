@@ -14,6 +14,8 @@ import sys
 import time
 
 from pipelines import accounting
+from pipelines.interrupts import check_interrupted, memory_limit_words, process_limit_mb
+from pipelines.runner import note_output
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.partition import in_memory
@@ -30,18 +32,26 @@ BASE_MB = 300
 PER_INPUT_BYTE = {"parquet": 36.0, "csv": 11.0, "tfrecord": 4.5}
 
 
-def available_mb() -> int:
-    """What the machine has available now (MemAvailable of /proc/meminfo), in MB."""
+def available_mb() -> tuple[int, str]:
+    """(MB, what limits it): what this process may allocate now, the least of the machine's
+    MemAvailable (/proc/meminfo) and the process's own limits (ulimit -v, ulimit -d, the
+    cgroup's memory.max: pipelines.interrupts.process_limit_mb)."""
+    machine = None
     try:
         with open("/proc/meminfo") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) // 1024
+                    machine = int(line.split()[1]) // 1024
     except OSError:
         pass
-    import os
+    if machine is None:
+        import os
 
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    limit = process_limit_mb()
+    if limit is not None and limit < machine:
+        return limit, f"what the process limit leaves ({memory_limit_words()})"
+    return machine, "the machine's available memory"
 
 
 def estimate_mb(graph) -> int:
@@ -56,14 +66,18 @@ def estimate_mb(graph) -> int:
 
 
 def check_memory(graph, memory_mb: int | None) -> tuple[int, int]:
-    """(estimate, budget) in MB; UserError when the estimate passes the budget."""
-    budget = memory_mb if memory_mb is not None else available_mb()
+    """(estimate, budget) in MB; UserError when the estimate passes the budget (--memory_mb, or
+    what the machine and the process's limits leave: available_mb)."""
+    if memory_mb is not None:
+        budget, what = memory_mb, f"--memory_mb {memory_mb:,}"
+    else:
+        budget, what = available_mb()
+        what = f"{what}, {budget:,} MB"
     need = estimate_mb(graph)
     if need > budget:
         raise UserError(
             f"--runner InMemory: the graph needs about {need:,} MB in one process, more than "
-            f"--memory_mb {budget:,}; use the Beam runner (leave out --runner, or "
-            "--runner DataflowRunner)"
+            f"{what}; use the Beam runner (leave out --runner, or --runner DataflowRunner)"
         )
     return need, budget
 
@@ -82,9 +96,11 @@ def main(argv, args, beam_args, start: float) -> None:
     need, budget = check_memory(graph, args.memory_mb)
     output_dir = args.output_dir.rstrip("/")
     cli.check_output(graph, args, output_dir)
+    note_output(output_dir, lambda: cli.remove_interrupted_run(output_dir, args))
     bad_lines: list[str] = []
     try:
         report, counters = in_memory.run(graph, config, output_dir, bad_lines)
+        check_interrupted()  # a Ctrl-C that a library caught during the run
     except BaseException:
         # As the Beam runner: no file of a failed run could pass for a complete partitioning.
         accounting.remove_leftovers(output_dir, cli.owned_outputs(args))

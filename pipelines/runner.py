@@ -7,7 +7,6 @@ estimate, stats, show) never load it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -15,12 +14,24 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
-import time
 from typing import TYPE_CHECKING
 
 from pipelines import output_lock
 from pipelines.flags import MAX_OUTPUT_SHARDS
+from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: pipelines.runner's names)
+    SIGNALS,
+    Interrupt,
+    WorkerDied,
+    check_interrupted,
+    child_processes,
+    end_child_processes,
+    exit_code,
+    log_thread_error,
+    memory_error,
+    memory_error_line,
+    print_line,
+    signal_name,
+)
 from sampler.errors import UserError
 
 if TYPE_CHECKING:
@@ -70,6 +81,9 @@ def pipeline_options(beam_args: list[str], runner: str | None) -> PipelineOption
 # The local temporary folders of the pipelines this process built (Beam makes one per
 # Pipeline and removes it only when that pipeline runs to its end); run_main removes them.
 _PIPELINE_TEMP_DIRS: list[str] = []
+# The local runners new_pipeline made: a fork server started for a pipeline that never ran
+# (its construction failed) is stopped with them.
+_PIPELINE_RUNNERS: list = []
 
 
 def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
@@ -85,13 +99,17 @@ def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
         and options.view_as(DirectOptions).direct_running_mode == "multi_processing"
     ):
         local.start_fork_server()  # its imports overlap the building of the pipeline
+        _PIPELINE_RUNNERS.append(local)
     pipeline = beam.Pipeline(runner=local, options=options)
     _PIPELINE_TEMP_DIRS.append(pipeline.local_tempdir)
     return pipeline
 
 
 def remove_pipeline_temp_dirs() -> None:
-    """Removes the `beam-pipeline-temp*` folders of the pipelines new_pipeline built."""
+    """Removes the `beam-pipeline-temp*` folders of the pipelines new_pipeline built, and stops
+    the fork servers of those that never ran."""
+    while _PIPELINE_RUNNERS:
+        _PIPELINE_RUNNERS.pop().stop_fork_server()
     while _PIPELINE_TEMP_DIRS:
         shutil.rmtree(_PIPELINE_TEMP_DIRS.pop(), ignore_errors=True)
 
@@ -211,111 +229,29 @@ def worker_log_path() -> str:
     return os.path.join(tempfile.gettempdir(), f"beam_graph_workers_{os.getpid()}.log")
 
 
-INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+INTERRUPTED_EXIT = exit_code(signal.SIGINT)  # 130, as a shell reports a Ctrl-C
 
 
-class Interrupt:
-    """SIGINT (Ctrl-C) while a CLI runs: the first one raises KeyboardInterrupt in the main
-    thread (the CLIs remove their partial output as for any failed run, then run_main prints
-    one line and returns 130); a second one, while that cleanup runs, exits at once."""
-
-    def __init__(self):
-        self.seen = False
-        self._saved = None
-
-    def __enter__(self):
-        self._saved_hook = threading.excepthook
-        threading.excepthook = self._thread_error
-        try:
-            self._saved = signal.signal(signal.SIGINT, self._on_sigint)
-        except ValueError:  # not the main thread: leave Python's own handler
-            self._saved = None
-        return self
-
-    def _on_sigint(self, signum, frame):
-        if self.seen:
-            output_lock.release_all()  # the folder is free again (its marker is removed)
-            os._exit(INTERRUPTED_EXIT)
-        self.seen = True
-        # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
-        # whole process group, but not a SIGINT sent to this process alone: end them, else
-        # the runner's cleanup waits for them forever.
-        end_child_processes(signal.SIGTERM)
-        raise KeyboardInterrupt
-
-    @staticmethod
-    def _thread_error(args):
-        """An error that ends one of the runner's threads (e.g. its worker processes ended by the
-        same Ctrl-C) goes to the worker log, not stderr: the main thread reports the run's."""
-        if args.exc_type is SystemExit:
-            return
-        logging.getLogger(WORKER_LOGGERS[0]).error(
-            "thread %s ended", getattr(args.thread, "name", "?"),
-            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
-        )  # fmt: skip
-
-    def __exit__(self, *exc):
-        threading.excepthook = self._saved_hook
-        if self._saved is not None:
-            signal.signal(signal.SIGINT, self._saved)
-        return False
+# Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C, and how
+# to remove its partial output when a signal comes after the body caught and dropped it.
+_OUTPUT: dict = {"folder": None, "remove": None}
 
 
-def child_processes() -> list[int]:
-    """The ids of this process's descendants (Linux /proc; [] where there is none)."""
-    parents: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z":
-            parents.setdefault(int(fields[1]), []).append(int(name))
-    out, todo = [], [os.getpid()]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def end_child_processes(sig: int, wait_s: float = 0.0) -> None:
-    """Sends `sig` to every descendant; with `wait_s`, then waits that long for them to end
-    and kills what is left (no orphan outlives an interrupted run)."""
-    for pid in child_processes():
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
-    deadline = time.monotonic() + wait_s
-    while wait_s and child_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if wait_s:
-        for pid in child_processes():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-
-
-# Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C.
-_OUTPUT = {"folder": None}
-
-
-def note_output(folder: str) -> None:
-    """Names the output folder in run_main's `interrupted` line."""
+def note_output(folder: str, remove_partial=None) -> None:
+    """Names the output folder in run_main's `interrupted` line; `remove_partial()` removes the
+    run's partial output (run_main calls it for a signal that the CLI body did not see)."""
     _OUTPUT["folder"] = folder or "."
+    if remove_partial is not None:
+        _OUTPUT["remove"] = remove_partial
 
 
-def interrupted_line() -> str:
+def interrupted_line(signum: int = signal.SIGINT) -> str:
+    what = SIGNALS.get(signum, signal_name(signum))
     folder = _OUTPUT["folder"]
     if folder is None:
-        return "interrupted (Ctrl-C); nothing written"
+        return f"interrupted ({what}); nothing written"
     return (
-        f"interrupted (Ctrl-C); the run's partial output in {folder} was removed (its manifest"
+        f"interrupted ({what}); the run's partial output in {folder} was removed (its manifest"
         " and any dead letters stay)"
     )
 
@@ -333,9 +269,22 @@ def _was_interrupted(error: BaseException, interrupt: Interrupt) -> bool:
     return False
 
 
+def _failure_line(error: BaseException) -> str | None:
+    """One line for a run that a dead worker process or a memory limit ended, else None."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, WorkerDied):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    if memory_error(error):
+        return memory_error_line()
+    return None
+
+
 def run_main(main_fn, argv=None) -> int:
-    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2, a Ctrl-C one
-    line and exit code 130 (the CLI bodies remove their partial output on any exception).
+    """Runs a CLI body; a UserError becomes one line on stderr and exit code 2; a Ctrl-C,
+    SIGTERM or SIGHUP one line and exit code 128 + the signal (the CLI bodies remove their
+    partial output on any exception); a dead worker process or a MemoryError one line and 1.
 
     Local workers' logs (with their tracebacks) go to worker_log_path(), never to stderr; the
     file is kept, and named in the error line, when the run fails, else removed.
@@ -358,26 +307,33 @@ def run_main(main_fn, argv=None) -> int:
     if os.path.exists(log_path):
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
-    _OUTPUT["folder"] = None
-    with Interrupt() as interrupt:
+    _OUTPUT.update(folder=None, remove=None)
+    with Interrupt(log_thread_error(WORKER_LOGGERS[0])) as interrupt:
         try:
             check_gcp_credentials(argv)
             main_fn(argv)
+            check_interrupted()  # a signal that the body's libraries caught and dropped
             failed = False
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
             if _was_interrupted(e, interrupt):
                 failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
                 end_child_processes(signal.SIGTERM, wait_s=5.0)
-                print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
-                return INTERRUPTED_EXIT
+                if _OUTPUT["remove"] is not None:
+                    _OUTPUT["remove"]()
+                print_line(f"error: {interrupted_line(interrupt.signum or signal.SIGINT)}")
+                return exit_code(interrupt.signum or signal.SIGINT)
             message = user_error_message(e)
             handler.flush()
             logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
+            where = f" (worker logs: {log_path})" if logged else ""
+            failure = _failure_line(e)
+            if failure is not None:
+                print(f"error: {failure}{where}", file=sys.stderr)
+                return 1
             if message is None:
                 if logged:
                     print(f"worker logs: {log_path}", file=sys.stderr)
                 raise
-            where = f" (worker logs: {log_path})" if logged else ""
             print(f"error: {message}{where}", file=sys.stderr)
             return 2
         finally:
@@ -389,4 +345,12 @@ def run_main(main_fn, argv=None) -> int:
                 os.remove(log_path)
             remove_pipeline_temp_dirs()
             output_lock.release_all()  # last: the run's clean-up is over
+            _run_ended()
     return 0
+
+
+def _run_ended() -> None:
+    """From here a signal finds the CLI's run over: pipelines' own handler says so."""
+    import pipelines
+
+    pipelines.RUN_ENDED[0] = True

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from google.protobuf import text_format
 
 from pipelines import accounting, cli, flags, sample_in_memory
+from pipelines.interrupts import check_interrupted
 from pipelines.runner import new_pipeline, note_output, output_shards, run_main, submit
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
@@ -418,12 +419,13 @@ def main_body(argv) -> None:
     from pipelines.progress import Progress
 
     job = construct_loaded(loaded)
-    note_output(job.output_dir)
+    note_output(job.output_dir, lambda: remove_interrupted_run(job.output_dir, config))
     try:
         with Progress(config.progress_interval) as progress:
             result = submit(job.pipeline)  # prints a Dataflow job's id and console URL
             progress.result = result  # a remote job returns at once: poll its counters
             result.wait_until_finish()
+        check_interrupted()  # a Ctrl-C that a library caught during the run
     except BaseException:
         # A failed or interrupted run (a full disk while concatenating, a Ctrl-C) leaves no
         # shard that could pass for a complete output; the dead letters stay.
@@ -481,6 +483,13 @@ def remove_partial_samples(output_dir: str, config: SampleConfig) -> None:
     accounting.remove_leftovers(output_dir, partial)
 
 
+def remove_interrupted_run(output_dir: str, config: SampleConfig) -> None:
+    """A run that a signal ended, also once its files were written: only the manifest and the
+    dead letters stay (run_main calls this)."""
+    partial = [p for p in owned_outputs(config) if p != accounting.REJECTED_SEEDS_FILE]
+    accounting.remove_leftovers(output_dir, [*partial, re.escape(accounting.SUMMARY_NAME)])
+
+
 def write_run_summary(
     argv, args, counters, output_dir: str, seconds: float, issues, resources=None
 ) -> None:
@@ -504,9 +513,10 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     output_dir = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
-    note_output(output_dir)
+    note_output(output_dir, lambda: remove_interrupted_run(output_dir, config))
     try:
         counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
+        check_interrupted()
     except BaseException:  # a Ctrl-C or a failure: no partial shard stays (as on Beam)
         remove_partial_samples(output_dir, config)
         raise

@@ -9,12 +9,13 @@ from __future__ import annotations
 import collections
 import struct
 import time
+import uuid
 
 from pipelines import accounting
 from pipelines.runner import output_shards
 from pipelines.toolkit import RowProgress
 from sampler.io import tfrecord
-from sampler.io.files import create_file, shard_name
+from sampler.io.files import create_file, delete, has_scheme, join, rename, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
@@ -73,14 +74,21 @@ def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
 
 
 def _write(args, chunks, specs, counters) -> None:
-    """Encodes chunk by chunk (encode_chunk) and writes record i to shard i % shards."""
+    """Encodes chunk by chunk (encode_chunk) and writes record i to shard i % shards.
+
+    The shards are written in a `.temp-samples-*` folder beside them and renamed to their
+    final names once all are complete: a run that is killed (SIGKILL, a power loss) leaves no
+    truncated shard under a final name, as the Beam runner's concatenation does not."""
     prefix, num_shards, template = output_shards(args.output_samples)
     paths = (
         [prefix]
         if template == ""
         else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
     )
-    writers = [create_file(path) for path in paths]
+    folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    temp = join(folder or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
+    temps = [join(temp, path.rsplit("/", 1)[-1]) for path in paths]
+    writers = [create_file(path) for path in temps]
     # --progress_interval: a line on stderr per interval, as the Beam runner prints its own
     progress = RowProgress("in memory", args.progress_interval)
     try:
@@ -95,6 +103,10 @@ def _write(args, chunks, specs, counters) -> None:
         progress.done()
         for writer in writers:
             writer.close()
+    for source, target in zip(temps, paths, strict=True):
+        rename(source, target)
+    if not has_scheme(temp):  # an object store has no folder left once its files moved
+        delete([temp])
 
 
 def _write_record(writer, record: bytes) -> None:

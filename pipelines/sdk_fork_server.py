@@ -10,7 +10,12 @@ addresses, the pipeline options) and stderr, and exits with the worker's exit co
 forked workers share the server's imported pages copy-on-write.
 
 The server has imported gRPC but never opened a channel or started a thread, so forking it is
-safe; it exits when the runner closes its stdin (the runner ends, or dies).
+safe; it exits when the runner closes its stdin (the runner ends, or dies), and removes its
+folder however it ends (a MemoryError while it imports under `ulimit -v`, a SIGTERM).
+
+A server that dies (killed, out of memory) costs no worker and hangs nothing: a client that
+cannot reach it, or that the server leaves before it forked a worker, runs Beam's cold worker
+command itself (given to it as its second argument); a worker the server forked goes on.
 
   python -c "...; from pipelines.sdk_fork_server import serve; serve(SOCKET)" SOCKET
 """
@@ -70,8 +75,14 @@ class ForkServer:
                 raise OSError("the SDK worker fork server did not start (see the worker log)")
             time.sleep(0.02)
 
-    def worker_command(self) -> str:
-        return " ".join(shlex.quote(p) for p in [sys.executable, "-I", CLIENT, self.socket_path])
+    def worker_command(self, cold_command: str) -> str:
+        """The command of one worker: the client, which falls back to `cold_command` (Beam's
+        own worker command) when the server is gone."""
+        parts = [sys.executable, "-I", CLIENT, self.socket_path, cold_command]
+        return " ".join(shlex.quote(p) for p in parts)
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
 
     def stop(self) -> None:
         if self._process.poll() is None:
@@ -134,6 +145,19 @@ def _run_worker(env: dict, stderr_fd: int) -> None:
 
 
 def serve(socket_path: str) -> None:
+    """Forks workers until the runner closes stdin; the folder goes with the server."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        _serve(socket_path)
+    finally:
+        shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _serve(socket_path: str) -> None:
     _preload()
     gc.freeze()  # the garbage collector leaves the imported objects alone: their pages stay shared
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -150,7 +174,6 @@ def serve(socket_path: str) -> None:
                 for pid in children:
                     os.kill(pid, signal.SIGKILL)
                 listener.close()
-                shutil.rmtree(os.path.dirname(socket_path), ignore_errors=True)
                 return
             if key.data == "accept":
                 conn, _ = listener.accept()
@@ -161,6 +184,10 @@ def serve(socket_path: str) -> None:
                     conn.close()
                     _run_worker(env, stderr_fd)
                 os.close(stderr_fd)
+                try:
+                    conn.sendall(f"pid {pid}\n".encode())  # the client waits for this line
+                except OSError:
+                    pass
                 children[pid] = conn
                 selector.register(conn, selectors.EVENT_READ, pid)
             else:  # a client went away before its worker ended: end the worker too

@@ -63,9 +63,13 @@ def session_processes(sid: int) -> list[str]:
     return alive
 
 
-def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0):
+def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0, done=None):
     """Runs `python -m args` in a new session; once `started(stderr so far)` is true, sends
-    SIGINT. Returns (exit code, stdout, stderr, processes of its session left 3 s later)."""
+    SIGINT. Returns (exit code, stdout, stderr, processes of its session left 3 s later).
+
+    The SIGINT is sent while the whole session is stopped (SIGSTOP, then SIGCONT), after
+    checking that `done()` (the run's last file exists) is still false: it lands at a point
+    where the run has provably not finished, however loaded the machine is."""
     # PYTHONFAULTHANDLER: a run that does not end is sent SIGABRT, and every thread's stack
     # goes to its stderr, which the failure shows.
     env = dict(
@@ -91,11 +95,16 @@ def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0):
         assert time.time() < deadline, "the run never started"
         time.sleep(0.005)
     time.sleep(settle)  # well inside the run
-    assert proc.poll() is None, "the run ended before the interrupt"
-    if whole_group:
-        os.killpg(proc.pid, signal.SIGINT)
-    else:
-        os.kill(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        assert proc.poll() is None, "the run ended before the interrupt"
+        assert done is None or not done(), "the run had finished before the interrupt"
+        if whole_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -148,7 +157,8 @@ def test_ctrl_c_during_sample(mag, tmp_path, extra, whole_group):
     started = progress_line if "InMemory" not in extra else lambda *_: manifest.exists()
     temp = tmp_path / "tmp"
     temp.mkdir()
-    code, _, err, left = interrupt(args, started, whole_group, tmpdir=temp)
+    done = (out / "run_summary.json").exists
+    code, _, err, left = interrupt(args, started, whole_group, tmpdir=temp, done=done)
     assert_one_interrupted_line(code, err, left)
     assert str(out) in err
     # Nothing that could pass for output stays: no shard, no schema, no summary, no temp folder.
@@ -169,7 +179,10 @@ def test_ctrl_c_during_partition(mag, tmp_path, extra):
     args = ["pipelines.partition", "--graph_schema", str(graph), "--output_dir", str(out),
             "--graph_name", "mag", "--num_parts", "4", "--part_method", "lp", *extra]  # fmt: skip
     manifest = out / ".beam_graph_manifest.json"
-    code, _, err, left = interrupt(args, lambda *_: manifest.exists())
+    # Issue 32, Q: a Ctrl-C sent once the run had finished its work (the process still
+    # exiting) looked lost. The session is stopped while the run is checked to be going.
+    done = (out / "run_summary.json").exists
+    code, _, err, left = interrupt(args, lambda *_: manifest.exists(), done=done)
     assert_one_interrupted_line(code, err, left)
     assert [p.name for p in out.rglob("*") if p.is_file()] == [".beam_graph_manifest.json"]
     assert digest(graph) == before

@@ -310,20 +310,48 @@ def _create(path: str):
     return _filesystems().create(path, compression_type="uncompressed")
 
 
+def partial_name(path: str) -> str:
+    """Where `path` is written before it is complete: `.NAME.partial-PID` beside it (a folder
+    listing never shows a half-written file under its final name; PARTIAL_PATTERN)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.partial-{os.getpid()}")
+
+
+# The names partial_name gives, relative to the output folder (an output's owned files).
+PARTIAL_PATTERN = r"(?:[^/]+/)*\.[^/]+\.partial-\d+"
+
+
 @contextlib.contextmanager
 def write_output(path: str):
     """`with write_output(path) as f:` a binary write stream creating `path`, like create_file;
     an OS error while creating, writing or closing it (a full disk: ENOSPC) becomes one line
-    naming the path (write_error)."""
+    naming the path (write_error). A local file is written under partial_name(path) and
+    renamed to `path` once closed: a run that is killed leaves no half-written file under
+    its final name (an object store shows an object only once it is closed)."""
+    target = path if has_scheme(path) else partial_name(path)
     try:
-        stream = _create(path)
+        stream = _create(target)
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError (an OSError) remotely
         raise write_error(path, e) from e
     try:
         with stream as f:
             yield _PythonWrites(f) if isinstance(f, io.BufferedWriter) else f
+        if target != path:
+            os.replace(target, path)
     except OSError as e:
         raise write_error(path, e) from e
+    finally:
+        if target != path and os.path.exists(target):
+            with contextlib.suppress(OSError):
+                os.remove(target)
+
+
+def rename(source: str, target: str) -> None:
+    """Moves a finished file to its final name (local: atomic; an object store: copy, delete)."""
+    if not has_scheme(source) and not has_scheme(target):
+        os.replace(source, target)
+    else:
+        _filesystems().rename([source], [target])
 
 
 class _PythonWrites:

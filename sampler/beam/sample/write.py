@@ -80,23 +80,31 @@ class WriteRecordShards(beam.PTransform):
             yield bucket % self._num_shards, (bucket, chunk, path)
 
     class _Concat(beam.DoFn):
-        def __init__(self, paths: list[str]):
+        def __init__(self, paths: list[str], temp_dir: str):
             self._paths = paths
+            self._temp_dir = temp_dir
 
         def process(self, shard_parts):
             shard, groups = shard_parts
             parts = sorted(groups["parts"])
+            # Written in the temporary folder, then renamed: a run that is killed leaves no
+            # truncated shard under its final name.
+            final = self._paths[shard]
+            temp = FileSystems.join(self._temp_dir, "shard-" + final.rsplit("/", 1)[-1])
             try:
-                if all(not has_scheme(p) for p in [self._paths[shard], *(p for *_, p in parts)]):
-                    _concat_local(self._paths[shard], [path for _, _, path in parts])
+                if all(not has_scheme(p) for p in [final, temp, *(p for *_, p in parts)]):
+                    os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
+                    _concat_local(temp, [path for _, _, path in parts])
+                    os.replace(temp, final)
                 else:
-                    with FileSystems.create(self._paths[shard]) as out:
+                    with FileSystems.create(temp) as out:
                         for _, _, path in parts:
                             with FileSystems.open(path) as f:
                                 while chunk := f.read(_COPY_CHUNK):
                                     out.write(chunk)
+                    FileSystems.rename([temp], [final])
             except OSError as e:
-                raise write_error(self._paths[shard], e) from e
+                raise write_error(final, e) from e
             FileSystems.delete([path for _, _, path in parts])
             yield self._paths[shard]
 
@@ -108,5 +116,5 @@ class WriteRecordShards(beam.PTransform):
         return (
             {"parts": parts, "shard": shards}
             | "GroupParts" >> beam.CoGroupByKey()
-            | "Concat" >> beam.ParDo(self._Concat(self.final_paths()))
+            | "Concat" >> beam.ParDo(self._Concat(self.final_paths(), self._temp_dir))
         )

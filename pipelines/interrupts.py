@@ -1,0 +1,261 @@
+"""Signals and dead processes while a CLI runs: one line each, never a traceback or a hang.
+
+* **Ctrl-C, SIGTERM, SIGHUP** (`Interrupt`): the first one raises KeyboardInterrupt in the main
+  thread, so that the CLI bodies remove their partial output as for any failed run; run_main
+  then prints one line and returns 128 + the signal (130, 143, 129). A second one, while that
+  cleanup runs, exits at once.
+* **A Ctrl-C that library code swallowed** (a `__del__`, a callback that catches
+  BaseException): the handler records the signal before it raises, and `check_interrupted`
+  (called by the CLI bodies once their pipeline has ended) and run_main (once the body has
+  returned) raise it again. A signal is never lost while a run goes on.
+* **A dead worker process** (`WorkerDied`, raised by pipelines.worker_deaths) and **a
+  MemoryError** (`memory_error_line`) become one line in run_main.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+
+# The signals that end a run cleanly, with the words of their line.
+SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+
+def exit_code(signum: int) -> int:
+    """128 + the signal, as a shell reports a process that a signal ended (130 for Ctrl-C)."""
+    return 128 + int(signum)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process of the local runner ended while the run needed it; the message is the
+    one line run_main prints."""
+
+
+class Interrupt:
+    """SIGINT, SIGTERM and SIGHUP while a CLI runs (see the module's docstring)."""
+
+    active: Interrupt | None = None  # the one of the run in progress, for check_interrupted
+
+    def __init__(self, on_thread_error=None):
+        self.signum: int | None = None
+        self._saved: dict[int, object] = {}
+        self._on_thread_error = on_thread_error
+
+    @property
+    def seen(self) -> bool:
+        return self.signum is not None
+
+    def __enter__(self):
+        self._saved_hook = threading.excepthook
+        threading.excepthook = self._thread_error
+        for signum in SIGNALS:
+            try:
+                self._saved[signum] = signal.signal(signum, self._on_signal)
+            except ValueError:  # not the main thread: leave Python's own handlers
+                break
+        Interrupt.active = self
+        return self
+
+    def _on_signal(self, signum, frame):
+        if self.signum is not None:
+            from pipelines import output_lock
+
+            output_lock.release_all()  # the folder is free again (its marker is removed)
+            os._exit(exit_code(self.signum))
+        self.signum = signum
+        # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
+        # whole process group, but not a signal sent to this process alone: end them, else
+        # the runner's cleanup waits for them forever.
+        end_child_processes(signal.SIGTERM)
+        raise KeyboardInterrupt
+
+    def _thread_error(self, args):
+        """An error that ends one of the runner's threads (e.g. its worker processes ended by the
+        same Ctrl-C) goes to the worker log, not stderr: the main thread reports the run's."""
+        if args.exc_type is SystemExit:
+            return
+        if self._on_thread_error is not None:
+            self._on_thread_error(args)
+
+    def __exit__(self, *exc):
+        threading.excepthook = self._saved_hook
+        for signum, handler in self._saved.items():
+            signal.signal(signum, handler)
+        Interrupt.active = None
+        return False
+
+
+def check_interrupted() -> None:
+    """Raises KeyboardInterrupt if a signal came during the run, also one that library code
+    caught and dropped: called where a CLI body commits its output."""
+    if Interrupt.active is not None and Interrupt.active.seen:
+        raise KeyboardInterrupt
+
+
+def log_thread_error(logger_name: str):
+    """The excepthook of Interrupt's threads: the error goes to `logger_name` (the worker log)."""
+
+    def log(args) -> None:
+        logging.getLogger(logger_name).error(
+            "thread %s ended", getattr(args.thread, "name", "?"),
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )  # fmt: skip
+
+    return log
+
+
+def child_processes() -> list[int]:
+    """The ids of this process's descendants (Linux /proc; [] where there is none)."""
+    return descendants(os.getpid())
+
+
+def descendants(root: int) -> list[int]:
+    """The ids of `root`'s descendants (Linux /proc; [] where there is none)."""
+    parents: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def end_child_processes(sig: int, wait_s: float = 0.0) -> None:
+    """Sends `sig` to every descendant; with `wait_s`, then waits that long for them to end
+    and kills what is left (no orphan outlives an interrupted run)."""
+    for pid in child_processes():
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+    deadline = time.monotonic() + wait_s
+    while wait_s and child_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if wait_s:
+        for pid in child_processes():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def print_line(line: str) -> None:
+    """`line` on stderr; a terminal that hung up (SIGHUP) may have no stderr left."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def exit_status_words(code: int) -> str:
+    """How a worker process ended during the run, in words: Popen's -N and a shell's 128+N
+    are signals."""
+    if code < 0 or 128 < code < 128 + 65:
+        signum = -code if code < 0 else code - 128
+        words = f"was killed by {signal_name(signum)} during the run"
+        if signum == signal.SIGKILL:
+            words += " (the kernel's out-of-memory killer sends SIGKILL: see `dmesg`)"
+        return words
+    return f"exited with code {code} during the run"
+
+
+def memory_error(error: BaseException) -> bool:
+    """Whether `error` is a MemoryError, also one a runner re-raised from a worker as text."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, MemoryError) or "MemoryError" in str(seen).split("\n", 1)[0]:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "\nMemoryError" in str(error)
+
+
+def memory_limit_words() -> str:
+    """The process limits that make allocations fail before the machine's memory is used up."""
+    parts = []
+    for name, limit in (("ulimit -v", resource.RLIMIT_AS), ("ulimit -d", resource.RLIMIT_DATA)):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY:
+            parts.append(f"{name} {soft // 1024:,} kB")
+    cgroup = cgroup_limit_bytes()
+    if cgroup is not None:
+        parts.append(f"cgroup memory.max {cgroup >> 20:,} MB")
+    return ", ".join(parts)
+
+
+def memory_error_line() -> str:
+    limits = memory_limit_words()
+    where = f"the process limit ({limits})" if limits else "the machine's memory"
+    return (
+        f"out of memory: a process of the run could not allocate memory within {where}; "
+        "raise the limit, or use fewer workers (--direct_num_workers) or a placement that holds "
+        "less per worker (--graph_placement sharded)"
+    )
+
+
+def cgroup_limit_bytes() -> int | None:
+    """memory.max of this process's cgroup (v2) less what it uses, or None when unlimited."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as f:
+            paths = [line.rstrip("\n").split(":", 2)[2] for line in f if line.startswith("0::")]
+        if not paths:
+            return None
+        folder = "/sys/fs/cgroup" + paths[0]
+        with open(os.path.join(folder, "memory.max"), encoding="ascii") as f:
+            text = f.read().strip()
+        if text == "max":
+            return None
+        with open(os.path.join(folder, "memory.current"), encoding="ascii") as f:
+            used = int(f.read().strip())
+        return max(0, int(text) - used)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_limit_mb() -> int | None:
+    """What this process may still allocate under its own limits, in MB (None: no limit):
+    RLIMIT_AS less its address space now, RLIMIT_DATA less its data now, and the cgroup's
+    memory.max less its use."""
+    room: list[int] = []
+    status = _proc_status_kb()
+    for limit, used_key in ((resource.RLIMIT_AS, "VmSize"), (resource.RLIMIT_DATA, "VmData")):
+        soft = resource.getrlimit(limit)[0]
+        if soft != resource.RLIM_INFINITY:
+            room.append(max(0, soft - status.get(used_key, 0) * 1024))
+    cgroup = cgroup_limit_bytes()
+    if cgroup is not None:
+        room.append(cgroup)
+    return min(room) >> 20 if room else None
+
+
+def _proc_status_kb() -> dict[str, int]:
+    out = {}
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if value.strip().endswith("kB"):
+                    out[key] = int(value.split()[0])
+    except OSError:
+        pass
+    return out
