@@ -25,7 +25,6 @@ from sampler.sample.adjacency import Adjacency
 from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import choose
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 from sampler.threads import map_threads
@@ -271,6 +270,8 @@ def sample_op(
     live = np.flatnonzero(degree > 0)
     s, r = s[live], r[live]
     stream = randomness.stream(op.key, sample_keys[s], dg.nodes[op.source].rows.fp[r])
+    from sampler.sample.choose_jit import choose  # compiled: imported on first use
+
     rows, positions = choose(
         adj.starts[r],
         degree[live],
