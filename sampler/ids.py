@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from sampler.jit_loader import kernels
+
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -71,9 +73,7 @@ def fingerprint(ids) -> np.ndarray:
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
     )
-    from sampler.ids_jit import fnv1a  # compiled: imported on first use (sampler.jit)
-
-    h = fnv1a(data, offsets)
+    h = kernels("sampler.ids_jit").fnv1a(data, offsets)  # compiled (sampler/jit.py)
     return combine(h, (offsets[1:] - offsets[:-1]).astype(np.uint64))
 
 

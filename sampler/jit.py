@@ -14,7 +14,9 @@ works, it only compiles again.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 
@@ -28,26 +30,54 @@ def _writable(path: str) -> bool:
     return os.access(probe, os.W_OK | os.X_OK)
 
 
-def _cache_dir() -> None:
-    """Sets NUMBA_CACHE_DIR when numba's own choices (beside the source, then the user's
-    cache folder) are not writable. Runs before numba is imported."""
+def _cache_dir() -> str | None:
+    """The folder to cache in when numba's own choices (beside the source, then the user's
+    cache folder) are not writable, else None. Decided before numba loads."""
     if os.environ.get("NUMBA_CACHE_DIR"):
-        return
+        return None
     here = os.path.dirname(os.path.abspath(__file__))
     if _writable(os.path.join(here, "__pycache__")):
-        return
+        return None
     user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if _writable(user):
-        os.environ["NUMBA_CACHE_DIR"] = os.path.join(user, "beam-graph-sampler", "numba")
-        return
-    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="sampler-numba-")
+        return os.path.join(user, "beam-graph-sampler", "numba")
+    folder = tempfile.mkdtemp(prefix="sampler-numba-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in TMPDIR
+    return folder
 
 
-_cache_dir()
+_CHOSEN = _cache_dir()
+if _CHOSEN:
+    os.environ["NUMBA_CACHE_DIR"] = _CHOSEN
 
 import numba  # noqa: E402  (after the cache folder is chosen)
+
+if _CHOSEN and not numba.config.CACHE_DIR:  # numba was loaded before this module
+    numba.config.CACHE_DIR = _CHOSEN
 
 
 def njit(fn):
     """A compiled, cached, GIL-releasing kernel (no Python objects inside)."""
     return numba.njit(cache=True, nogil=True)(fn)
+
+
+def warm() -> list[str]:
+    """Compiles (or loads) every kernel for the argument types the runs use; returns their
+    names. `python -m sampler.jit` runs it: docker/Dockerfile warms the image's cache so."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sampler import ids
+    from sampler.sample import choose_jit
+    from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+
+    ids.fingerprint(pa.array([b"a", b"bc"], pa.binary()))
+    start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
+    stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
+    for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
+        choose_jit.choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)
+    return sorted(name for name, v in vars(choose_jit).items() if hasattr(v, "signatures"))
+
+
+if __name__ == "__main__":
+    print(f"compiled kernels ready in {numba.config.CACHE_DIR or 'the source tree'}: {warm()}")

@@ -8,6 +8,12 @@ weights. tests/test_kernel_digests.py checks whole records against digests recor
 
 from __future__ import annotations
 
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -53,3 +59,81 @@ def test_draw_is_ids_draws():
     want = ids.draws(stream, index)
     got = np.array([draw(s, i) for s, i in zip(stream, index, strict=True)])
     np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- compile once
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TINY_SPEC = """
+seed_op { op_name: "seed" node_set_name: "paper" }
+sampling_ops { op_name: "hop" input_op_names: "seed" edge_set_name: "cites" sample_size: 2
+  strategy: RANDOM_UNIFORM }
+"""
+
+
+def run_python(code: str, cwd, env: dict, drop_capabilities=False) -> subprocess.CompletedProcess:
+    """`python -c code` with only `env` set (plus TF_USE_LEGACY_KERAS); without root's
+    capabilities when asked (root ignores file modes; without CAP_DAC_OVERRIDE it obeys)."""
+    cmd = [sys.executable, "-c", code]
+    if drop_capabilities:
+        cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", *cmd]
+    env = {"PATH": os.environ["PATH"], "TF_USE_LEGACY_KERAS": "1", **env}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_help_and_the_tools_do_not_import_numba():
+    """--help stays fast: numba (0.5 s to import) loads only when a kernel first runs."""
+    code = (
+        "import sys\n"
+        "import pipelines.sample, pipelines.partition, pipelines.cli, pipelines.show\n"
+        "import pipelines.stats, pipelines.validate, pipelines.estimate\n"
+        "import sampler.sample.dense, sampler.sample.in_memory, sampler.ids\n"
+        "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules))\n"
+    )
+    proc = run_python(code, ROOT, {"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_a_read_only_install_runs(tmp_path):
+    """The package on a read-only path (site-packages on a worker): the kernels cache in the
+    user's cache folder; with that read-only too, in a temporary folder; records the same."""
+    from sampler.tools import synthetic
+
+    install = tmp_path / "site"
+    for package in ("sampler", "pipelines"):
+        shutil.copytree(ROOT / package, install / package, ignore=shutil.ignore_patterns("__py*"))
+    graph = synthetic.generate_mag(30, seed=2, feature_dim=2)
+    schema = synthetic.write_graph(graph, str(tmp_path / "graph"), fmt="csv")
+    (tmp_path / "graph" / "spec.pbtxt").write_text(TINY_SPEC)
+    home, locked_home = tmp_path / "home", tmp_path / "locked-home"
+    home.mkdir()
+    locked_home.mkdir()
+    for path in [install, *install.rglob("*"), locked_home]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    outputs = {}
+    for name, user_home in (("home", home), ("locked", locked_home), ("again", home)):
+        out = tmp_path / f"out-{name}"
+        code = (
+            "import sys, sampler\n"
+            f"assert sampler.__file__.startswith({str(install)!r}), sampler.__file__\n"
+            "from pipelines import sample\n"
+            f"code = sample.main(['--graph_schema', {schema!r}, '--sampling_spec',"
+            f" {str(tmp_path / 'graph' / 'spec.pbtxt')!r}, '--output_samples',"
+            f" {str(out / 's@1')!r}, '--runner', 'InMemory', '--progress_interval', '0'])\n"
+            "print('CACHE', sys.modules['numba'].config.CACHE_DIR)\n"
+            "sys.exit(code)\n"
+        )
+        env = {"PYTHONPATH": str(install), "HOME": str(user_home), "TMPDIR": str(tmp_path)}
+        proc = run_python(code, tmp_path, env, drop_capabilities=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cache = proc.stdout.split("CACHE ")[-1].strip()
+        outputs[name] = ((out / "s-00000-of-00001").read_bytes(), cache)
+    user_cache = home / ".cache" / "beam-graph-sampler" / "numba"
+    assert outputs["home"][1] == outputs["again"][1] == str(user_cache)
+    assert list(user_cache.rglob("*.nbc")), "no kernel was cached in the user's cache folder"
+    assert outputs["locked"][1].startswith(str(tmp_path / "sampler-numba-"))
+    assert outputs["home"][0] == outputs["locked"][0] == outputs["again"][0]
+    assert not list(install.rglob("*.nb[ic]"))
+    assert not list(tmp_path.glob("sampler-numba-*")), "the temporary cache was left behind"

@@ -20,6 +20,7 @@ import numpy as np
 from sampler.arrays import expand_ranges, sorted_unique_below
 from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
+from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.assemble import group_bounds, stable_order, unique_edges
@@ -270,9 +271,7 @@ def sample_op(
     live = np.flatnonzero(degree > 0)
     s, r = s[live], r[live]
     stream = randomness.stream(op.key, sample_keys[s], dg.nodes[op.source].rows.fp[r])
-    from sampler.sample.choose_jit import choose  # compiled: imported on first use
-
-    rows, positions = choose(
+    rows, positions = kernels("sampler.sample.choose_jit").choose(
         adj.starts[r],
         degree[live],
         stream,
