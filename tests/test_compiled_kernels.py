@@ -137,3 +137,43 @@ def test_a_read_only_install_runs(tmp_path):
     assert outputs["home"][0] == outputs["locked"][0] == outputs["again"][0]
     assert not list(install.rglob("*.nb[ic]"))
     assert not list(tmp_path.glob("sampler-numba-*")), "the temporary cache was left behind"
+
+
+# --------------------------------------------------------------------------- members
+
+
+@pytest.mark.parametrize("n_rows", [1, 7, 3000])
+@pytest.mark.parametrize("m", [0, 50, 20000])
+def test_unique_rows_find_and_positions(n_rows, m):
+    """unique_rows is sorted_unique of sample * n_rows + row (both of its paths); find gives
+    each member's position (seed first, then by row) and flags the non-members."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng([n_rows, m])
+    n_samples = 40
+    sample = np.sort(rng.integers(0, n_samples, m))  # runs by sample, as the ops make them
+    row = rng.integers(0, n_rows, m)
+    bounds, rows = assemble_jit.unique_rows(sample, row, n_samples, n_rows)
+    keys = np.unique(sample * n_rows + row)
+    np.testing.assert_array_equal(rows, keys % n_rows)
+    np.testing.assert_array_equal(bounds, np.searchsorted(keys // n_rows, np.arange(41)))
+    seed_row = rng.integers(0, n_rows, n_samples)
+    local, order = assemble_jit.member_positions(bounds, rows, seed_row, True)
+    for s in range(n_samples):
+        mine = rows[bounds[s] : bounds[s + 1]]
+        want = sorted(mine, key=lambda r, s=s: (r != seed_row[s], r))
+        np.testing.assert_array_equal(rows[order[bounds[s] : bounds[s + 1]]], want)
+        np.testing.assert_array_equal(
+            local[bounds[s] : bounds[s + 1]], [want.index(r) for r in mine]
+        )
+    # queries in runs (one look-up table per run) and in no order (sorted first)
+    q_sample = np.concatenate([sample, rng.integers(0, n_samples, 500)])
+    q_row = np.concatenate([row, rng.integers(0, n_rows + 2, 500)])
+    for order_of_queries in (np.arange(len(q_sample)), rng.permutation(len(q_sample))):
+        qs, qr = q_sample[order_of_queries], q_row[order_of_queries]
+        out, found = assemble_jit.find(bounds, rows, local, qs, qr, n_rows + 2)
+        member = np.isin(qs * (n_rows + 2) + qr, (keys // n_rows) * (n_rows + 2) + keys % n_rows)
+        np.testing.assert_array_equal(found, member)
+        for i in np.flatnonzero(found)[:300]:
+            j = bounds[qs[i]] + np.searchsorted(rows[bounds[qs[i]] : bounds[qs[i] + 1]], qr[i])
+            assert out[i] == local[j]
