@@ -68,7 +68,7 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids
-    from sampler.sample import choose_jit
+    from sampler.sample import assemble_jit, choose_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
     ids.fingerprint(pa.array([b"a", b"bc"], pa.binary()))
@@ -76,7 +76,24 @@ def warm() -> list[str]:
     stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
     for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
         choose_jit.choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)
-    return sorted(name for name, v in vars(choose_jit).items() if hasattr(v, "signatures"))
+    sample, row = np.array([0, 0, 1], np.int64), np.array([1, 0, 1], np.int64)
+    for n_rows in (2, 1 << 20):  # the bitmap and the stamps
+        bounds, rows = assemble_jit.unique_rows(sample, row, 2, n_rows)
+    local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
+    assemble_jit.find(bounds, rows, local, sample, row, 2)
+    modules = (ids_jit_module(), choose_jit, assemble_jit)
+    return sorted(
+        f"{m.__name__}.{name}"
+        for m in modules
+        for name, v in vars(m).items()
+        if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
+    )
+
+
+def ids_jit_module():
+    from sampler import ids_jit
+
+    return ids_jit
 
 
 if __name__ == "__main__":

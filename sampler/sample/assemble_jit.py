@@ -33,38 +33,45 @@ def _by_sample(sample, n_samples):
 
 
 @njit
-def unique_rows(sample, row, n_samples, n_rows):
-    """The distinct (sample, row) pairs, sorted by sample then row (what sorted_unique of
-    sample * n_rows + row gives): (bounds, rows); sample s owns rows[bounds[s]:bounds[s+1]].
-
-    A bitmap of every (sample, row) when that is small next to the pairs (as
-    arrays.sorted_unique_below decides), else a counting sort by sample, a dedup by stamps
-    and a sort of each sample's rows."""
-    n_rows = max(n_rows, 1)
-    m = len(sample)
-    bounds = np.empty(n_samples + 1, np.int64)
+def _unique_rows_bitmap(sample, row, n_samples, n_rows):
+    """unique_rows by a bitmap of every (sample, row), scanned in blocks of 64 slots."""
     space = n_samples * n_rows
-    if space <= (1 << 27) and space <= 16 * m + (1 << 16):
-        seen = np.zeros(space, np.bool_)
-        for i in range(m):
-            seen[sample[i] * n_rows + row[i]] = True
-        count = 0
-        for k in range(space):
-            count += seen[k]
-        rows = np.empty(count, np.int64)
-        o = 0
-        for s in range(n_samples):
-            bounds[s] = o
-            base = s * n_rows
-            for r in range(n_rows):
-                if seen[base + r]:
-                    rows[o] = r
-                    o += 1
-        bounds[n_samples] = o
-        return bounds, rows
+    seen = np.zeros(space, np.bool_)
+    touched = np.zeros((space >> 6) + 1, np.bool_)
+    count = 0
+    for i in range(len(sample)):
+        k = sample[i] * n_rows + row[i]
+        if not seen[k]:
+            seen[k] = True
+            touched[k >> 6] = True
+            count += 1
+    rows = np.empty(count, np.int64)
+    bounds = np.empty(n_samples + 1, np.int64)
+    o = 0
+    for s in range(n_samples):
+        bounds[s] = o
+        base = s * n_rows
+        end = base + n_rows
+        j = base
+        while j < end:
+            if not touched[j >> 6]:
+                j = ((j >> 6) + 1) << 6
+                continue
+            if seen[j]:
+                rows[o] = j - base
+                o += 1
+            j += 1
+    bounds[n_samples] = o
+    return bounds, rows
+
+
+@njit
+def _unique_rows_stamps(sample, row, n_samples, n_rows):
+    """unique_rows by a counting sort by sample, a dedup by stamps and a sort per sample."""
     start, order = _by_sample(sample, n_samples)
     stamp = np.full(n_rows, -1, np.int64)
-    rows = np.empty(m, np.int64)
+    rows = np.empty(len(sample), np.int64)
+    bounds = np.empty(n_samples + 1, np.int64)
     o = 0
     for s in range(n_samples):
         bounds[s] = o
@@ -76,7 +83,20 @@ def unique_rows(sample, row, n_samples, n_rows):
                 o += 1
         rows[bounds[s] : o].sort()
     bounds[n_samples] = o
-    return bounds, rows[:o]
+    return bounds, rows[:o].copy()
+
+
+def unique_rows(sample, row, n_samples: int, n_rows: int):
+    """The distinct (sample, row) pairs, sorted by sample then row (what sorted_unique of
+    sample * n_rows + row gives): (bounds, rows); sample s owns rows[bounds[s]:bounds[s+1]].
+
+    A bitmap of every (sample, row) when that is small next to the pairs (as
+    arrays.sorted_unique_below decides), else stamps and a sort per sample."""
+    n_rows = max(int(n_rows), 1)
+    space = n_samples * n_rows
+    if space <= (1 << 27) and space <= 16 * len(sample) + (1 << 16):
+        return _unique_rows_bitmap(sample, row, n_samples, n_rows)
+    return _unique_rows_stamps(sample, row, n_samples, n_rows)
 
 
 @njit
