@@ -81,6 +81,7 @@ def warm() -> list[str]:
         bounds, rows = assemble_jit.unique_rows(sample, row, 2, n_rows)
     local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
     assemble_jit.find(bounds, rows, local, sample, row, 2)
+    assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
     modules = (ids_jit_module(), choose_jit, assemble_jit)
     return sorted(
         f"{m.__name__}.{name}"

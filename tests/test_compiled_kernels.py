@@ -177,3 +177,27 @@ def test_unique_rows_find_and_positions(n_rows, m):
         for i in np.flatnonzero(found)[:300]:
             j = bounds[qs[i]] + np.searchsorted(rows[bounds[qs[i]] : bounds[qs[i] + 1]], qr[i])
             assert out[i] == local[j]
+
+
+@pytest.mark.parametrize("m", [0, 30, 5000])
+def test_unique_edges_is_the_numpy_one(m):
+    """Order (sample, source, target, edge key, input), each (sample, edge key) kept once
+    where it repeats its predecessor; with parallel edges, repeats and hubs (long runs)."""
+    from sampler.sample import assemble, assemble_jit
+
+    rng = np.random.default_rng(m)
+    n_samples = 12
+    members = rng.integers(0, 9, n_samples)
+    members[3] = 0
+    src_bounds = np.concatenate([[0], np.cumsum(members)]).astype(np.int64)
+    sample = rng.choice(np.flatnonzero(members), m) if m else np.zeros(0, np.int64)
+    src = (rng.random(m) * members[sample]).astype(np.int64)
+    src[: m // 3] = 0  # a hub: long runs of one source
+    dst = rng.integers(0, 6, m)
+    ekey = rng.integers(0, 40, m).astype(np.uint64)
+    order = rng.permutation(m)
+    sample, src, dst, ekey = sample[order], src[order], dst[order], ekey[order]
+    want = assemble.unique_edges(sample, src, dst, ekey)
+    got, bounds = assemble_jit.unique_edges(sample, src, dst, ekey, src_bounds)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(bounds, assemble.group_bounds(sample[want], n_samples))

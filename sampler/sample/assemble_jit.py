@@ -164,3 +164,60 @@ def find(bounds, rows, local, sample, row, n_rows):
             out[i] = position[r]
             found[i] = True
     return out, found
+
+
+@njit
+def _edge_before(i, j, dst, ekey):
+    return dst[i] < dst[j] or (dst[i] == dst[j] and ekey[i] < ekey[j])
+
+
+@njit
+def unique_edges(sample, src, dst, ekey, src_bounds):
+    """`assemble.unique_edges` then `group_bounds`: the edges' indices in (sample, source,
+    target, edge key, input) order, less each edge whose (sample, edge key) repeats the one
+    before it, and each sample's bounds in that list. `src` is the source's output position
+    in its sample, `src_bounds` the source set's member bounds: a counting sort by (sample,
+    source), then a short sort of each source's edges by (target, edge key), stable."""
+    n_samples = len(src_bounds) - 1
+    m = len(sample)
+    n_groups = src_bounds[n_samples]
+    start = np.zeros(n_groups + 1, np.int64)
+    for i in range(m):
+        start[src_bounds[sample[i]] + src[i] + 1] += 1
+    for g in range(n_groups):
+        start[g + 1] += start[g]
+    fill = start[:-1].copy()
+    order = np.empty(m, np.int64)
+    for i in range(m):
+        g = src_bounds[sample[i]] + src[i]
+        order[fill[g]] = i
+        fill[g] += 1
+    for g in range(n_groups):
+        a, b = start[g], start[g + 1]
+        if b - a > 32:
+            sub = order[a:b].copy()
+            order[a:b] = sub[np.argsort(dst[sub], kind="mergesort")]
+        for x in range(a + 1, b):  # insertion sort: by (target, edge key), stable
+            v = order[x]
+            y = x
+            while y > a and _edge_before(v, order[y - 1], dst, ekey):
+                order[y] = order[y - 1]
+                y -= 1
+            order[y] = v
+    chosen = np.empty(m, np.int64)
+    bounds = np.empty(n_samples + 1, np.int64)
+    o = 0
+    q = 0
+    for s in range(n_samples):
+        bounds[s] = o
+        end = start[src_bounds[s + 1]]
+        first = True
+        while q < end:
+            i = order[q]
+            if first or ekey[i] != ekey[order[q - 1]]:
+                chosen[o] = i
+                o += 1
+            first = False
+            q += 1
+    bounds[n_samples] = o
+    return chosen[:o], bounds

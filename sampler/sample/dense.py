@@ -23,7 +23,6 @@ from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.assemble import group_bounds, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
@@ -189,7 +188,7 @@ def sample_chunk_columns(
         s, src, pos = _picked_edges(picked.get(name, []), members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, n)
+        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
     node_rows = {
         name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
         for name, m in members.items()
@@ -197,13 +196,15 @@ def sample_chunk_columns(
     return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
 
 
-def chunk_edges(adj: DenseAdjacency, s, src, dst, pos, n: int):
+def chunk_edges(adj: DenseAdjacency, s, src, dst, pos, sources: _Members):
     """An edge set's rows of a chunk from its edges (sample, source and target output
     positions, adjacency position): ordered by (sample, source, target, edge key), each
     (sample, edge key) once, as ((2, m) indices, features, bounds)."""
-    chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
-    s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
-    return np.stack([src, dst]), take_features(adj.features, pos), group_bounds(s, n)
+    chosen, bounds = _assemble_jit().unique_edges(
+        _int64(s), _int64(src), _int64(dst), adj.edge_keys[pos], sources.bounds
+    )
+    src, dst, pos = src[chosen], dst[chosen], pos[chosen]
+    return np.stack([src, dst]), take_features(adj.features, pos), bounds
 
 
 def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:

@@ -310,7 +310,7 @@ def sample_link_chunk_columns(
         s, src, pos = _picked_edges(parts, members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, n)
+        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
     one_each = np.arange(n + 1)
     for name, end, rows in (
         (READOUT_SOURCE, link.source, src_rows),
