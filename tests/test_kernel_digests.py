@@ -214,3 +214,14 @@ if __name__ == "__main__":
         result = record(pathlib.Path(tmp))
     DIGESTS.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     print(f"wrote {DIGESTS}")
+
+
+@pytest.mark.parametrize("case", ["mixed-edge-s0", "mag-node-s3", "link-edge-neg2"])
+def test_in_memory_records_without_bitmaps(inputs, pinned, case, monkeypatch):
+    """The paths for large node sets (no bitmap of every (sample, row)) give the same records."""
+    from sampler import arrays
+
+    monkeypatch.setattr(arrays, "_BITMAP_LIMIT", 0)
+    root, paths = inputs
+    out = run_sample(paths, root / "no-bitmaps", case, "InMemory")
+    assert out == pinned["samples"][case]

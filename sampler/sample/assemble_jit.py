@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sampler import arrays
 from sampler.jit import njit
 
 
@@ -94,7 +95,7 @@ def unique_rows(sample, row, n_samples: int, n_rows: int):
     arrays.sorted_unique_below decides), else stamps and a sort per sample."""
     n_rows = max(int(n_rows), 1)
     space = n_samples * n_rows
-    if space <= (1 << 27) and space <= 16 * len(sample) + (1 << 16):
+    if space <= arrays._BITMAP_LIMIT and space <= 16 * len(sample) + (1 << 16):
         return _unique_rows_bitmap(sample, row, n_samples, n_rows)
     return _unique_rows_stamps(sample, row, n_samples, n_rows)
 
