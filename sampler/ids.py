@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from sampler.jit_loader import kernels
+
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -71,24 +73,19 @@ def fingerprint(ids) -> np.ndarray:
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
     )
-    starts = offsets[:-1]
-    lengths = offsets[1:] - starts
-    h = np.full(n, _FNV_OFFSET, dtype=np.uint64)
-    max_len = int(lengths.max()) if n else 0
-    for pos in range(max_len):
-        live = np.flatnonzero(lengths > pos)
-        if len(live) == n:
-            h = (h ^ data[starts + pos].astype(np.uint64)) * _FNV_PRIME
-        else:
-            h[live] = (h[live] ^ data[starts[live] + pos].astype(np.uint64)) * _FNV_PRIME
-    return combine(h, lengths.astype(np.uint64))
+    h = kernels("sampler.ids_jit").fnv1a(data, offsets)  # compiled (sampler/jit.py)
+    return combine(h, (offsets[1:] - offsets[:-1]).astype(np.uint64))
 
 
 def fingerprint_one(value: bytes | str) -> np.uint64:
-    """The fingerprint of a single id or name."""
+    """The fingerprint of a single id or name (plain Python: names are short, and a module
+    that names an op at import needs no compiled kernel)."""
     if isinstance(value, str):
         value = value.encode()
-    return fingerprint(pa.array([value], type=pa.binary()))[0]
+    h = int(_FNV_OFFSET)
+    for byte in value:
+        h = ((h ^ byte) * int(_FNV_PRIME)) & 0xFFFFFFFFFFFFFFFF
+    return combine(np.uint64(h), np.uint64(len(value)))[()]
 
 
 def row_fingerprint(columns: dict[str, np.ndarray], n: int) -> np.ndarray:

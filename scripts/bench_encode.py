@@ -54,16 +54,14 @@ def main() -> None:
     parser.add_argument(
         "--large_graph_paths",
         action="store_true",
-        help="turn off the bitmap and position-table shortcuts for small (sample, row) key"
-        " spaces, as on a graph whose node sets are ~15x larger (ogbn-mag's projection)",
+        help="turn off the bitmap shortcut for small (sample, row) key spaces, as on a graph"
+        " whose node sets are ~15x larger (ogbn-mag's projection)",
     )
     args = parser.parse_args()
     if args.large_graph_paths:
         from sampler import arrays
-        from sampler.sample import dense
 
         arrays._BITMAP_LIMIT = 0
-        dense._DENSE_FIND_LIMIT = 0
 
     from pipelines import sample
     from pipelines import sample_in_memory as runner

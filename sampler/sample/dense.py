@@ -17,15 +17,14 @@ import typing
 
 import numpy as np
 
-from sampler.arrays import expand_ranges, sorted_unique_below
+from sampler.arrays import expand_ranges
 from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
+from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.assemble import group_bounds, stable_order, unique_edges
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import choose
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 from sampler.threads import map_threads
@@ -116,55 +115,38 @@ def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
     return dense, int(len(keep) - keep.sum())
 
 
-# `_Members.find` through a table of positions when the (sample, row) key space is this small
-# (4 bytes per key), else by binary search.
-_DENSE_FIND_LIMIT = 1 << 23
+def _assemble_jit():
+    return kernels("sampler.sample.assemble_jit")  # compiled (sampler/jit.py)
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _unique_pairs(sample, row, n_samples: int, n_rows: int):
+    """The distinct (sample, row) pairs sorted by sample then row: (sample, row, bounds)."""
+    bounds, rows = _assemble_jit().unique_rows(_int64(sample), _int64(row), n_samples, n_rows)
+    return np.repeat(np.arange(n_samples), np.diff(bounds)), rows, bounds
 
 
 class _Members:
-    """The (sample, row) pairs of one node set in a chunk, and their output positions."""
+    """The (sample, row) pairs of one node set in a chunk, and their output positions:
+    per sample the seed first, then the other rows in row (= fingerprint) order."""
 
     def __init__(self, sample: np.ndarray, row: np.ndarray, n_rows: int, n_samples: int, seed_row):
-        keys = sorted_unique_below(
-            sample.astype(np.uint64) * np.uint64(max(n_rows, 1)) + row.astype(np.uint64),
-            n_samples * max(n_rows, 1),
+        self.n_rows = n_rows
+        self.sample, self.row, self.bounds = _unique_pairs(sample, row, n_samples, n_rows)
+        has_seed = seed_row is not None
+        seed = _int64(seed_row) if has_seed else np.zeros(n_samples, np.int64)
+        self.local, self.order = _assemble_jit().member_positions(
+            self.bounds, self.row, seed, has_seed
         )
-        self.n_rows = np.uint64(max(n_rows, 1))
-        self.space = n_samples * max(n_rows, 1)
-        self._dense = None  # output position by key, when the key space is small
-        self.keys = keys
-        self.sample = (keys // self.n_rows).astype(np.int64)
-        self.row = (keys % self.n_rows).astype(np.int64)
-        bounds = group_bounds(self.sample, n_samples)
-        rank = np.arange(len(keys)) - bounds[self.sample]
-        if seed_row is None:
-            self.local = rank
-            self.order = np.arange(len(keys))
-        else:
-            is_seed = self.row == seed_row[self.sample]
-            seed_rank = np.full(n_samples, -1, np.int64)
-            seed_rank[self.sample[is_seed]] = rank[is_seed]
-            before_seed = rank < seed_rank[self.sample]
-            self.local = np.where(is_seed, 0, rank + before_seed)
-            self.order = stable_order(2 * self.sample + (~is_seed), 2 * n_samples)
-        self.bounds = bounds
 
     def find(self, sample: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Output position of each (sample, row), and whether it is a member."""
-        query = sample.astype(np.uint64) * self.n_rows + row.astype(np.uint64)
-        if len(self.keys) == 0:
-            return np.zeros(len(query), np.int64), np.zeros(len(query), bool)
-        if self.space <= _DENSE_FIND_LIMIT:
-            if self._dense is None:
-                self._dense = np.full(self.space, -1, np.int32)
-                self._dense[self.keys] = self.local
-            local = self._dense[query].astype(np.int64)
-            found = local >= 0
-            if found.all():
-                return local, found
-        # (a non-member's position is that of the next key, as searchsorted gives it)
-        pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
-        return self.local[pos], self.keys[pos] == query
+        return _assemble_jit().find(
+            self.bounds, self.row, self.local, _int64(sample), _int64(row), self.n_rows
+        )
 
 
 def sample_chunk_columns(
@@ -206,15 +188,23 @@ def sample_chunk_columns(
         s, src, pos = _picked_edges(picked.get(name, []), members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
-        s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
-        features = take_features(adj.features, pos)
-        edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n))
+        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
     node_rows = {
         name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
         for name, m in members.items()
     }
     return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
+
+
+def chunk_edges(adj: DenseAdjacency, s, src, dst, pos, sources: _Members):
+    """An edge set's rows of a chunk from its edges (sample, source and target output
+    positions, adjacency position): ordered by (sample, source, target, edge key), each
+    (sample, edge key) once, as ((2, m) indices, features, bounds)."""
+    chosen, bounds = _assemble_jit().unique_edges(
+        _int64(s), _int64(src), _int64(dst), adj.edge_keys[pos], sources.bounds
+    )
+    src, dst, pos = src[chosen], dst[chosen], pos[chosen]
+    return np.stack([src, dst]), take_features(adj.features, pos), bounds
 
 
 def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
@@ -257,21 +247,18 @@ def sample_op(
     The frontier is their union without duplicates, in (sample, row) order; rows without
     out-edges drop out; each remaining row draws from its own stream (sampler.sample.randomness).
     """
-    rows_in_set = np.uint64(max(len(dg.nodes[op.source].rows), 1))
-    key = sorted_unique_below(
-        np.concatenate(
-            [p[0].astype(np.uint64) * rows_in_set + p[1].astype(np.uint64) for p in parts]
-        ),
-        len(sample_keys) * int(rows_in_set),
+    s, r, _ = _unique_pairs(
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        len(sample_keys),
+        len(dg.nodes[op.source].rows),
     )
-    s = (key // rows_in_set).astype(np.int64)
-    r = (key % rows_in_set).astype(np.int64)
     adj = dg.adjacency[op.edge_set]
     degree = adj.degrees[r]
     live = np.flatnonzero(degree > 0)
     s, r = s[live], r[live]
     stream = randomness.stream(op.key, sample_keys[s], dg.nodes[op.source].rows.fp[r])
-    rows, positions = choose(
+    rows, positions = kernels("sampler.sample.choose_jit").choose(
         adj.starts[r],
         degree[live],
         stream,

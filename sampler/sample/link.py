@@ -49,10 +49,16 @@ import numpy as np
 
 from sampler import ids
 from sampler.arrays import expand_ranges
-from sampler.batches import NodeBatch, bytes_array, take_features
+from sampler.batches import NodeBatch, bytes_array
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.assemble import group_bounds, unique_edges
-from sampler.sample.dense import DenseGraph, _induced, _Members, _picked_edges, sample_op
+from sampler.sample.dense import (
+    DenseGraph,
+    _induced,
+    _Members,
+    _picked_edges,
+    chunk_edges,
+    sample_op,
+)
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness, draw
 from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
@@ -304,13 +310,7 @@ def sample_link_chunk_columns(
         s, src, pos = _picked_edges(parts, members[info.source])
         dst, ok = members[info.target].find(s, adj.targets[pos])
         s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        chosen = unique_edges(s, src, dst, adj.edge_keys[pos])
-        s, src, dst, pos = s[chosen], src[chosen], dst[chosen], pos[chosen]
-        edge_rows[name] = (
-            np.stack([src, dst]),
-            take_features(adj.features, pos),
-            group_bounds(s, n),
-        )
+        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
     one_each = np.arange(n + 1)
     for name, end, rows in (
         (READOUT_SOURCE, link.source, src_rows),

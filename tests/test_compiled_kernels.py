@@ -1,0 +1,203 @@
+"""The compiled kernels (sampler/jit.py, issue 33) against the numpy kernels they replace.
+
+The numpy kernels stay in the tree (`sampling.choose` serves the `sharded` placement), so
+every compiled kernel is checked here against its numpy twin on random inputs built to hit
+the corners: degree at, below and above k, k = 0 and 1, hubs, tied and NaN/inf/negative
+weights. tests/test_kernel_digests.py checks whole records against digests recorded before.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sampler import ids
+from sampler.sample import choose_jit, sampling
+from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+
+
+def frontier(rng, rows: int, max_degree: int, weight_kind: str):
+    degree = rng.integers(1, max_degree + 1, rows)
+    degree[rng.random(rows) < 0.05] = max_degree * 20  # hubs
+    start = np.cumsum(degree) - degree + rng.integers(0, 3)
+    total = int(start[-1] + degree[-1]) + 3
+    if weight_kind == "ties":
+        weights = rng.integers(-1, 4, total).astype(np.float32)
+    elif weight_kind == "odd":
+        weights = rng.choice(np.array([np.nan, np.inf, -np.inf, 0, -1, 0.5, 2], np.float32), total)
+    else:
+        weights = rng.random(total).astype(np.float64)
+    stream = ids.mix(rng.integers(0, 2**63, rows).astype(np.uint64))
+    return start.astype(np.int64), degree.astype(np.int64), stream, weights
+
+
+@pytest.mark.parametrize("strategy", [RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED])
+@pytest.mark.parametrize("weight_kind", ["plain", "ties", "odd"])
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 40])
+def test_choose_is_the_numpy_choose(strategy, weight_kind, k):
+    rng = np.random.default_rng([k, len(strategy), len(weight_kind)])
+    start, degree, stream, weights = frontier(rng, 300, 12, weight_kind)
+    kwargs = {"sample_size": k, "strategy": strategy, "weights": weights}
+    want = sampling.choose(start, degree, stream, **kwargs)
+    got = choose_jit.choose(start, degree, stream, **kwargs)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_draw_is_ids_draws():
+    from sampler.ids_jit import draw
+
+    rng = np.random.default_rng(0)
+    stream = rng.integers(0, 2**64 - 1, 50, dtype=np.uint64)
+    index = rng.integers(0, 2**40, 50)
+    want = ids.draws(stream, index)
+    got = np.array([draw(s, i) for s, i in zip(stream, index, strict=True)])
+    np.testing.assert_array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- compile once
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TINY_SPEC = """
+seed_op { op_name: "seed" node_set_name: "paper" }
+sampling_ops { op_name: "hop" input_op_names: "seed" edge_set_name: "cites" sample_size: 2
+  strategy: RANDOM_UNIFORM }
+"""
+
+
+def run_python(code: str, cwd, env: dict, drop_capabilities=False) -> subprocess.CompletedProcess:
+    """`python -c code` with only `env` set (plus TF_USE_LEGACY_KERAS); without root's
+    capabilities when asked (root ignores file modes; without CAP_DAC_OVERRIDE it obeys)."""
+    cmd = [sys.executable, "-c", code]
+    if drop_capabilities:
+        cmd = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--", *cmd]
+    env = {"PATH": os.environ["PATH"], "TF_USE_LEGACY_KERAS": "1", **env}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_help_and_the_tools_do_not_import_numba():
+    """--help stays fast: numba (0.5 s to import) loads only when a kernel first runs."""
+    code = (
+        "import sys\n"
+        "import pipelines.sample, pipelines.partition, pipelines.cli, pipelines.show\n"
+        "import pipelines.stats, pipelines.validate, pipelines.estimate\n"
+        "import sampler.sample.dense, sampler.sample.in_memory, sampler.ids\n"
+        "print(sorted(m for m in ('numba', 'llvmlite') if m in sys.modules))\n"
+    )
+    proc = run_python(code, ROOT, {"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
+def test_a_read_only_install_runs(tmp_path):
+    """The package on a read-only path (site-packages on a worker): the kernels cache in the
+    user's cache folder; with that read-only too, in a temporary folder; records the same."""
+    from sampler.tools import synthetic
+
+    install = tmp_path / "site"
+    for package in ("sampler", "pipelines"):
+        shutil.copytree(ROOT / package, install / package, ignore=shutil.ignore_patterns("__py*"))
+    graph = synthetic.generate_mag(30, seed=2, feature_dim=2)
+    schema = synthetic.write_graph(graph, str(tmp_path / "graph"), fmt="csv")
+    (tmp_path / "graph" / "spec.pbtxt").write_text(TINY_SPEC)
+    home, locked_home = tmp_path / "home", tmp_path / "locked-home"
+    home.mkdir()
+    locked_home.mkdir()
+    for path in [install, *install.rglob("*"), locked_home]:
+        path.chmod(path.stat().st_mode & ~0o222)
+    outputs = {}
+    for name, user_home in (("home", home), ("locked", locked_home), ("again", home)):
+        out = tmp_path / f"out-{name}"
+        code = (
+            "import sys, sampler\n"
+            f"assert sampler.__file__.startswith({str(install)!r}), sampler.__file__\n"
+            "from pipelines import sample\n"
+            f"code = sample.main(['--graph_schema', {schema!r}, '--sampling_spec',"
+            f" {str(tmp_path / 'graph' / 'spec.pbtxt')!r}, '--output_samples',"
+            f" {str(out / 's@1')!r}, '--runner', 'InMemory', '--progress_interval', '0'])\n"
+            "print('CACHE', sys.modules['numba'].config.CACHE_DIR)\n"
+            "sys.exit(code)\n"
+        )
+        env = {"PYTHONPATH": str(install), "HOME": str(user_home), "TMPDIR": str(tmp_path)}
+        proc = run_python(code, tmp_path, env, drop_capabilities=True)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        cache = proc.stdout.split("CACHE ")[-1].strip()
+        outputs[name] = ((out / "s-00000-of-00001").read_bytes(), cache)
+    user_cache = home / ".cache" / "beam-graph-sampler" / "numba"
+    assert outputs["home"][1] == outputs["again"][1] == str(user_cache)
+    assert list(user_cache.rglob("*.nbc")), "no kernel was cached in the user's cache folder"
+    assert outputs["locked"][1].startswith(str(tmp_path / "sampler-numba-"))
+    assert outputs["home"][0] == outputs["locked"][0] == outputs["again"][0]
+    assert not list(install.rglob("*.nb[ic]"))
+    assert not list(tmp_path.glob("sampler-numba-*")), "the temporary cache was left behind"
+
+
+# --------------------------------------------------------------------------- members
+
+
+@pytest.mark.parametrize("n_rows", [1, 7, 3000])
+@pytest.mark.parametrize("m", [0, 50, 20000])
+def test_unique_rows_find_and_positions(n_rows, m):
+    """unique_rows is sorted_unique of sample * n_rows + row (both of its paths); find gives
+    each member's position (seed first, then by row) and flags the non-members."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng([n_rows, m])
+    n_samples = 40
+    sample = np.sort(rng.integers(0, n_samples, m))  # runs by sample, as the ops make them
+    row = rng.integers(0, n_rows, m)
+    bounds, rows = assemble_jit.unique_rows(sample, row, n_samples, n_rows)
+    keys = np.unique(sample * n_rows + row)
+    np.testing.assert_array_equal(rows, keys % n_rows)
+    np.testing.assert_array_equal(bounds, np.searchsorted(keys // n_rows, np.arange(41)))
+    seed_row = rng.integers(0, n_rows, n_samples)
+    local, order = assemble_jit.member_positions(bounds, rows, seed_row, True)
+    for s in range(n_samples):
+        mine = rows[bounds[s] : bounds[s + 1]]
+        want = sorted(mine, key=lambda r, s=s: (r != seed_row[s], r))
+        np.testing.assert_array_equal(rows[order[bounds[s] : bounds[s + 1]]], want)
+        np.testing.assert_array_equal(
+            local[bounds[s] : bounds[s + 1]], [want.index(r) for r in mine]
+        )
+    # queries in runs (one look-up table per run) and in no order (sorted first)
+    q_sample = np.concatenate([sample, rng.integers(0, n_samples, 500)])
+    q_row = np.concatenate([row, rng.integers(0, n_rows + 2, 500)])
+    for order_of_queries in (np.arange(len(q_sample)), rng.permutation(len(q_sample))):
+        qs, qr = q_sample[order_of_queries], q_row[order_of_queries]
+        out, found = assemble_jit.find(bounds, rows, local, qs, qr, n_rows + 2)
+        member = np.isin(qs * (n_rows + 2) + qr, (keys // n_rows) * (n_rows + 2) + keys % n_rows)
+        np.testing.assert_array_equal(found, member)
+        for i in np.flatnonzero(found)[:300]:
+            j = bounds[qs[i]] + np.searchsorted(rows[bounds[qs[i]] : bounds[qs[i] + 1]], qr[i])
+            assert out[i] == local[j]
+
+
+@pytest.mark.parametrize("m", [0, 30, 5000])
+def test_unique_edges_is_the_numpy_one(m):
+    """Order (sample, source, target, edge key, input), each (sample, edge key) kept once
+    where it repeats its predecessor; with parallel edges, repeats and hubs (long runs)."""
+    from sampler.sample import assemble, assemble_jit
+
+    rng = np.random.default_rng(m)
+    n_samples = 12
+    members = rng.integers(0, 9, n_samples)
+    members[3] = 0
+    src_bounds = np.concatenate([[0], np.cumsum(members)]).astype(np.int64)
+    sample = rng.choice(np.flatnonzero(members), m) if m else np.zeros(0, np.int64)
+    src = (rng.random(m) * members[sample]).astype(np.int64)
+    src[: m // 3] = 0  # a hub: long runs of one source
+    dst = rng.integers(0, 6, m)
+    ekey = rng.integers(0, 40, m).astype(np.uint64)
+    order = rng.permutation(m)
+    sample, src, dst, ekey = sample[order], src[order], dst[order], ekey[order]
+    want = assemble.unique_edges(sample, src, dst, ekey)
+    got, bounds = assemble_jit.unique_edges(sample, src, dst, ekey, src_bounds)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(bounds, assemble.group_bounds(sample[want], n_samples))
