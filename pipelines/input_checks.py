@@ -37,20 +37,27 @@ def relative(path: str, folder: str) -> str | None:
 
 
 def _first_component(pattern: str) -> str | None:
-    """The part of a path regular expression before its first `/` outside a class, or None."""
-    depth = 0
+    """The part of a path regular expression before its first `/` outside a class, or None;
+    also None when that `/` is inside a group (`(?:[^/]+/)*NAME`: a file at any depth names
+    no folder of its own)."""
+    in_class = False
+    groups = 0
     i = 0
     while i < len(pattern):
         c = pattern[i]
         if c == "\\":
             i += 2
             continue
-        if c == "[":
-            depth = 1
-        elif c == "]" and depth:
-            depth = 0
-        elif c == "/" and not depth:
-            return pattern[:i]
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            groups += 1
+        elif c == ")":
+            groups -= 1
+        elif c == "/":
+            return pattern[:i] if groups == 0 else None
         i += 1
     return None
 

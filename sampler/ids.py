@@ -73,8 +73,30 @@ def fingerprint(ids) -> np.ndarray:
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
     )
-    h = kernels("sampler.ids_jit").fnv1a(data, offsets)  # compiled (sampler/jit.py)
-    return combine(h, (offsets[1:] - offsets[:-1]).astype(np.uint64))
+    lengths = offsets[1:] - offsets[:-1]
+    max_len = int(lengths.max())
+    if max_len > _NUMPY_MAX_LEN:  # linear in the bytes whatever the lengths (sampler/jit.py)
+        h = kernels("sampler.ids_jit").fnv1a(data, offsets)
+    else:  # short ids: one numpy pass per byte position, and no compiler loaded
+        h = _fnv1a_by_position(data, offsets[:-1], lengths, max_len)
+    return combine(h, lengths.astype(np.uint64))
+
+
+# Ids up to this many bytes are hashed by numpy (a process that reads tables, partitions or
+# estimates then never loads numba: 0.45 CPU-s and ~90 MB); longer ones by the compiled pass,
+# since numpy's cost is the rows times the longest id.
+_NUMPY_MAX_LEN = 64
+
+
+def _fnv1a_by_position(data, starts, lengths, max_len: int) -> np.ndarray:
+    h = np.full(len(starts), _FNV_OFFSET, dtype=np.uint64)
+    for pos in range(max_len):
+        live = np.flatnonzero(lengths > pos)
+        if len(live) == len(h):
+            h = (h ^ data[starts + pos].astype(np.uint64)) * _FNV_PRIME
+        else:
+            h[live] = (h[live] ^ data[starts[live] + pos].astype(np.uint64)) * _FNV_PRIME
+    return h
 
 
 def fingerprint_one(value: bytes | str) -> np.uint64:
