@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.flags import MAX_OUTPUT_SHARDS
 from sampler.errors import UserError
+from sampler.io import gcs
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -77,6 +78,7 @@ def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions
 
+    gcs.prepare()  # an emulator's anonymous access, bounded GCS retries (before a client)
     options = pipeline_options(beam_args, runner)
     local = make_runner(runner)
     if (
@@ -181,6 +183,8 @@ def check_gcp_credentials(argv: list[str]) -> None:
     """
     if not needs_gcp(argv):
         return
+    if gcs.emulator_host() and not re.search(r"--runner[= ]DataflowRunner\b", " ".join(argv)):
+        return  # gs:// on a storage emulator: anonymous access (sampler.io.gcs)
     try:
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError

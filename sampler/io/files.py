@@ -52,6 +52,9 @@ def _filesystems():
     """Beam's FileSystems, imported on first use (apache_beam is heavy and kernels avoid it)."""
     from apache_beam.io.filesystems import FileSystems
 
+    from sampler.io import gcs
+
+    gcs.prepare()  # an emulator's anonymous access, bounded retries (before a GCS client)
     return FileSystems
 
 

@@ -1,0 +1,146 @@
+"""gs:// through Beam's GCS filesystem: a storage emulator, and a bounded retry.
+
+* **Emulator.** With `STORAGE_EMULATOR_HOST=http://127.0.0.1:PORT` set (the variable the
+  google-cloud-storage client itself honours), gs:// paths go to that server (say
+  `gcp-storage-emulator`). It takes no credentials: Beam is told at once that there are none
+  (an anonymous client), instead of retrying Google's default credentials for about 20 s in
+  every process (the CLI, each SDK worker).
+* **Bounded retry.** The GCS client retries a lost connection (no network, a DNS failure, a
+  server gone) for 120 s per call, and a run makes many calls: a run without network
+  retried for many minutes without a word. Here each call retries for at most
+  `GCS_RETRY_S` seconds (env `BEAM_GRAPH_GCS_RETRY_S`, default 30); then the error reaches
+  the CLI, which reports it in one line (`network_error`).
+
+`prepare()` applies both, once per process, before Beam makes its first GCS client: it is
+called where Beam is loaded (sampler.io.files for gs:// paths, pipelines.runner for a
+pipeline, sampler.beam for SDK workers). It never imports Beam itself when Beam is not
+loaded yet, except from those places.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
+RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
+DEFAULT_RETRY_S = 30.0
+
+_DONE = {"prepared": False}
+
+
+def emulator_host() -> str | None:
+    """The storage emulator's address when one is set, else None."""
+    return os.environ.get(EMULATOR_HOST) or None
+
+
+def retry_seconds() -> float:
+    """How long one GCS call retries a lost connection (BEAM_GRAPH_GCS_RETRY_S, default 30)."""
+    try:
+        value = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
+    except ValueError:
+        return DEFAULT_RETRY_S
+    return value if value > 0 else DEFAULT_RETRY_S
+
+
+def prepare() -> None:
+    """Anonymous credentials when an emulator is set; every GCS retry bounded (see above)."""
+    if _DONE["prepared"]:
+        return
+    _DONE["prepared"] = True
+    try:
+        from google.api_core import retry as api_retry
+        from google.cloud.storage import retry as storage_retry
+    except ImportError:  # no GCS support installed: Beam reports that itself
+        return
+    _bound_retries(api_retry, storage_retry)
+    if emulator_host():
+        _anonymous_credentials()
+
+
+def _bound_retries(api_retry, storage_retry) -> None:
+    """Caps the timeout of the GCS client's retry objects that Beam and the storage library
+    bind as defaults (module constants and default arguments alike, so they are changed in
+    place)."""
+    seconds = retry_seconds()
+    policies = [storage_retry.DEFAULT_RETRY]
+    try:
+        from apache_beam.io.gcp import gcsio_retry
+
+        policies.append(gcsio_retry.DEFAULT_RETRY_WITH_THROTTLING_COUNTER)
+    except ImportError:
+        pass
+    for policy in policies:
+        if isinstance(policy, api_retry.Retry) and (policy._timeout or 1e9) > seconds:
+            policy._timeout = seconds
+            if hasattr(policy, "_deadline"):
+                policy._deadline = seconds
+
+
+def _anonymous_credentials() -> None:
+    """Beam's GCS client asks google.auth for credentials with retries (about 20 s without
+    any); an emulator needs none: record 'none found' as already looked up."""
+    try:
+        from apache_beam.internal.gcp import auth
+    except ImportError:
+        return
+    with auth._Credentials._credentials_lock:
+        auth._Credentials._credentials = None
+        auth._Credentials._credentials_init = True
+
+
+_NETWORK_CAUSES = (
+    (re.compile(r"Name or service not known|Temporary failure in name resolution|"
+                r"nodename nor servname|getaddrinfo failed|NameResolutionError"),
+     "the host name does not resolve (no network, or DNS fails)"),
+    (re.compile(r"Connection refused|ConnectionRefusedError"),
+     "the connection was refused (the server is not running)"),
+    (re.compile(r"Connection reset|RemoteDisconnected|Connection aborted|BrokenPipe|"
+                r"ChunkedEncodingError|IncompleteRead|ProtocolError"),
+     "the connection was broken"),
+    (re.compile(r"timed out|Timeout of [\d.]+s exceeded|ReadTimeout|ConnectTimeout"),
+     "the server did not answer in time"),
+    (re.compile(r"Max retries exceeded|NewConnectionError|Network is unreachable|"
+                r"No route to host"),
+     "no connection to the server"),
+)  # fmt: skip
+
+
+def network_cause(error: BaseException | str) -> str | None:
+    """The cause of a lost connection in `error` (its chain, or a worker's error text) in a
+    few words, else None."""
+    texts = []
+    if isinstance(error, BaseException):
+        seen, depth = error, 0
+        while seen is not None and depth < 20:
+            texts.append(f"{type(seen).__name__}: {seen}")
+            seen, depth = seen.__cause__ or seen.__context__, depth + 1
+    else:
+        texts.append(error)
+    text = "\n".join(texts)
+    for pattern, cause in _NETWORK_CAUSES:
+        if pattern.search(text):
+            return cause
+    return None
+
+
+_GS_PATH = re.compile(r"gs://[^\s'\"`,;)\]]+")
+
+
+def gs_path_in(error: BaseException | str) -> str | None:
+    """The first gs:// path named in `error` or its chain (a worker's error text), if any."""
+    seen, depth = error, 0
+    while seen is not None and depth < 20:
+        match = _GS_PATH.search(str(seen))
+        if match:
+            return match.group(0)
+        if not isinstance(seen, BaseException):
+            return None
+        seen, depth = seen.__cause__ or seen.__context__, depth + 1
+    return None
+
+
+def where() -> str:
+    """The GCS server runs are talking to, for messages."""
+    host = emulator_host()
+    return f"the storage emulator at {host}" if host else "Google Cloud Storage"
