@@ -347,6 +347,10 @@ def run_main(main_fn, argv=None) -> int:
     logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
     # The dead-letter sink writes no file when no row was bad, and Beam warns about that.
     logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
+    # A lost connection to GCS: urllib3 and google.auth warn at every retry; the retry is
+    # bounded (sampler.io.gcs) and its failure reported in one line.
+    for name in ("urllib3.connectionpool", "google.auth._default", "google.auth.transport"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     log_path = worker_log_path()
     handler = logging.FileHandler(log_path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -372,7 +376,7 @@ def run_main(main_fn, argv=None) -> int:
                 end_child_processes(signal.SIGTERM, wait_s=5.0)
                 print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
                 return INTERRUPTED_EXIT
-            message = user_error_message(e)
+            message = user_error_message(e) or gcs.network_error_line(e, _OUTPUT["folder"])
             handler.flush()
             logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
             if message is None:

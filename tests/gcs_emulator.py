@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -52,7 +53,7 @@ class GcsEmulator:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gcp_storage_emulator", "-d", str(self.folder / "data"),
              "start", "--host", "127.0.0.1", "--port", str(self.port),
-             "--default-bucket", self.bucket, "-q"],
+             "--default-bucket", self.bucket],
             stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -80,6 +81,22 @@ class GcsEmulator:
         self.process = None
         with contextlib.suppress(AttributeError):
             self._log.close()
+
+    def log_size(self) -> int:
+        """Where the request log ends now (for `downloads(since=...)`)."""
+        path = self.folder / "emulator.log"
+        return path.stat().st_size if path.exists() else 0
+
+    def downloads(self, since: int = 0) -> list[str]:
+        """The object names whose bytes were read (GET ...?alt=media, or /download/...) since
+        the log offset `since`, one entry per request."""
+        with open(self.folder / "emulator.log", "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+        pattern = re.compile(
+            rf'"GET (?:/download)?/storage/v1/b/{re.escape(self.bucket)}/o/([^ ?"]+)\?[^ "]*alt=media'
+        )
+        return [urllib.parse.unquote(m.group(1)) for m in pattern.finditer(text)]
 
     def close(self) -> None:
         self.stop()

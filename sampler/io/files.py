@@ -199,7 +199,7 @@ def _match_one(pattern: str) -> list[tuple[str, int]]:
         else:
             listed = [(path, size) for path, size, _ in _local_match(pattern)]
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
-        raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
+        raise UserError(f"cannot list table files '{pattern}': {_reason(pattern, e)}") from e
     return [(path, size) for path, size in listed if not _is_local_dir(path)]
 
 
@@ -285,6 +285,18 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def _reason(path: str, error: BaseException) -> str:
+    """Why a call on `path` failed, in a few words: for gs:// and friends a lost connection
+    reads 'cannot reach SERVER: CAUSE (retried ...)' (sampler.io.gcs), else the first line."""
+    if has_scheme(path):
+        from sampler.io import gcs
+
+        reason = gcs.network_reason(error)
+        if reason:
+            return reason
+    return _first_line(error)
+
+
 def open_stream(path: str):
     """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
     return _local_open(path) if _native(path) else _filesystems().open(path)
@@ -295,7 +307,7 @@ def open_file(path: str):
     try:
         return open_stream(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
-        raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
+        raise UserError(f"{path}: cannot open: {_reason(path, e)}") from e
 
 
 def create_file(path: str):
@@ -303,7 +315,7 @@ def create_file(path: str):
     try:
         return _create(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
-        raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
+        raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
 
 
 def _create(path: str):
@@ -330,6 +342,12 @@ def write_output(path: str):
 
 def write_error(path: str, error: BaseException) -> UserError:
     """'cannot write the output PATH: REASON'; a full disk reads 'no space left on device'."""
+    if has_scheme(path):
+        from sampler.io import gcs
+
+        reason = gcs.network_reason(error)
+        if reason:
+            return UserError(f"cannot write the output {path}: {reason}")
     return UserError(f"cannot write the output {path}: {_os_reason(error)}")
 
 
@@ -354,7 +372,7 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     try:
         results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
-        raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
+        raise UserError(f"cannot list files '{paths[0]}'...: {_reason(paths[0], e)}") from e
     out = []
     for result in results:
         for metadata in result.metadata_list:

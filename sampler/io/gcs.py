@@ -125,19 +125,56 @@ def network_cause(error: BaseException | str) -> str | None:
 
 
 _GS_PATH = re.compile(r"gs://[^\s'\"`,;)\]]+")
+# An object in a GCS JSON API request: /b/BUCKET/o/NAME, /b/BUCKET/o?...name=NAME (an upload)
+# or ?...prefix=NAME (a listing)
+_API_OBJECT = re.compile(
+    r"/b/(?P<bucket>[^/?\s]+)/o(?:/(?P<name>[^?\s]+)|\?\S*?\b(?:name|prefix)=(?P<q>[^&\s]+))?"
+)
 
 
 def gs_path_in(error: BaseException | str) -> str | None:
-    """The first gs:// path named in `error` or its chain (a worker's error text), if any."""
+    """The first gs:// path named in `error` or its chain (also as the object of a GCS API
+    request's URL, or in a worker's error text), if any."""
+    from urllib.parse import unquote
+
     seen, depth = error, 0
     while seen is not None and depth < 20:
-        match = _GS_PATH.search(str(seen))
+        text = str(seen)
+        match = _GS_PATH.search(text)
         if match:
             return match.group(0)
+        api = _API_OBJECT.search(text)
+        if api:
+            name = api.group("name") or api.group("q") or ""
+            return f"gs://{api.group('bucket')}/{unquote(unquote(name))}"
         if not isinstance(seen, BaseException):
             return None
         seen, depth = seen.__cause__ or seen.__context__, depth + 1
     return None
+
+
+def network_reason(error: BaseException) -> str | None:
+    """'cannot reach SERVER: CAUSE (retried ...)' for a GCS call that failed on a lost
+    connection (after its bounded retry); None when `error` is something else."""
+    cause = network_cause(error)
+    if cause is None:
+        return None
+    return (
+        f"cannot reach {where()}: {cause} (retried for {retry_seconds():g} s; "
+        f"{RETRY_ENV} sets how long)"
+    )
+
+
+def network_error_line(error: BaseException, fallback_path: str | None = None) -> str | None:
+    """One line for a run that failed on a lost connection: the path, the server, the cause;
+    None when `error` is something else."""
+    reason = network_reason(error)
+    if reason is None:
+        return None
+    path = gs_path_in(error)
+    if not path or (fallback_path and fallback_path.startswith(path)):
+        path = fallback_path or path or "gs://"  # the run's output folder says more
+    return f"{path}: {reason}"
 
 
 def where() -> str:

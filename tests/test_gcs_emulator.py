@@ -1,0 +1,371 @@
+"""Both stages and the tools through gs://, against a real GCS JSON API server on a loopback
+port (gcp-storage-emulator, tests/gcs_emulator.py), run as a new user runs them: the CLIs in
+their own processes with STORAGE_EMULATOR_HOST set and no Google credentials.
+
+Every run's output objects are compared, byte for byte, with the same run on local folders
+(run in this process, on the same tables). Only loopback addresses are contacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines import partition as partition_cli
+from pipelines import sample as sample_cli
+from sampler.tools import synthetic
+
+ROOT = Path(__file__).resolve().parents[1]
+# Per run, not the same: its paths, its flags as given, its times.
+RUN_SPECIFIC = {"run_summary.json"}
+LINK_SPEC = 'symmetric_link_seed_op { op_name: "seed" }\n' + (
+    'sampling_ops { op_name: "hop" input_op_names: "seed" edge_set_name: "cites" '
+    "sample_size: 4 strategy: RANDOM_UNIFORM }\n"
+)
+
+
+def cli(module: str, *args: str, env: dict, timeout: int = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", f"pipelines.{module}", *args], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
+def generate(folder: Path, fmt: str, glob: bool = False, papers: int = 200) -> Path:
+    """A `papers`-paper MAG-shaped graph in `fmt`, two files per table (`@2`, or a glob), and the
+    MAG spec and a link spec beside it."""
+    subprocess.run(
+        [sys.executable, "-m", "pipelines.generate", "--num_papers", str(papers), "--output_dir",
+         str(folder), "--format", fmt, "--num_shards", "2", "--write_spec"],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=True, capture_output=True,
+    )  # fmt: skip
+    if glob:
+        schema = folder / "graph_schema.pbtxt"
+        schema.write_text(
+            re.sub(r'filename: "([^"@]+)@2"', r'filename: "\1-*"', schema.read_text())
+        )
+    (folder / "link_spec.pbtxt").write_text(LINK_SPEC)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory, gcs_emulator):
+    """{format: (local folder, gs:// folder)}: CSV with globs, TFRecord and Parquet with @2."""
+    out = {}
+    for fmt in ("csv", "tfrecord", "parquet"):
+        local = generate(tmp_path_factory.mktemp(fmt), fmt, glob=fmt == "csv")
+        out[fmt] = (local, gcs_emulator.upload_folder(local, f"in/{fmt}"))
+    return out
+
+
+def objects(emulator, prefix: str) -> dict[str, bytes]:
+    """{name below prefix/: bytes} of the objects on the server."""
+    start = len(prefix.rstrip("/")) + 1
+    return {n[start:]: emulator.get(n) for n in emulator.names(prefix.rstrip("/") + "/")}
+
+
+def local_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def assert_same_output(emulator, prefix: str, folder: Path) -> dict[str, bytes]:
+    remote, local = objects(emulator, prefix), local_files(folder)
+    assert sorted(remote) == sorted(local)
+    for name in remote:
+        if name not in RUN_SPECIFIC:
+            assert remote[name] == local[name], name
+    return remote
+
+
+# ------------------------------------------------------------------------- sample
+
+SAMPLE_CASES = [
+    # format, runner flags, link seeds
+    ("parquet", ["--runner", "InMemory"], False),
+    ("tfrecord", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
+                  "--graph_placement", "worker"], False),
+    ("csv", ["--graph_placement", "topology"], False),
+    ("csv", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
+             "--graph_placement", "sharded"], False),
+    ("parquet", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
+                 "--graph_placement", "worker", "--seed_edge_set", "cites",
+                 "--negatives_per_seed", "1"], True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt,flags,link", SAMPLE_CASES)
+def test_sample_through_gcs_writes_the_local_runs_bytes(
+    fmt, flags, link, graphs, gcs_emulator, tmp_path
+):
+    local, remote = graphs[fmt]
+    spec = "link_spec.pbtxt" if link else "sampling_spec.pbtxt"
+    name = f"out/sample-{fmt}-{len(os.listdir(tmp_path))}-{abs(hash(tuple(flags))) % 10**6}"
+    ok(cli("sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/{spec}",
+           "--output_samples", gcs_emulator.gs(f"{name}/samples@2"), "--max_bad_records", "5",
+           *flags, env=gcs_emulator.env()))  # fmt: skip
+    # The same run on local folders (the in-memory runner: the same bytes on every runner).
+    argv = [
+        "--graph_schema",
+        str(local),
+        "--sampling_spec",
+        str(local / spec),
+        "--output_samples",
+        str(tmp_path / "local" / "samples@2"),
+        "--runner",
+        "InMemory",
+    ]
+    argv += [f for f in flags if f in ("cites", "1") or f.startswith("--seed_edge_set")
+             or f.startswith("--negatives")]  # fmt: skip
+    assert sample_cli.main(argv) == 0
+    written = assert_same_output(gcs_emulator, name, tmp_path / "local")
+    assert {"samples-00000-of-00002", "samples-00001-of-00002", "schema.pbtxt"} <= set(written)
+    summary = json.loads(written["run_summary.json"])
+    assert summary["samples"]["subgraphs"] > 0
+    # Nothing of the run's temporary folders (the worker snapshot, Beam's temp) is left.
+    assert not [n for n in written if n.startswith((".temp-", "beam-temp-"))]
+
+
+def test_worker_snapshot_on_gcs_is_downloaded_once_per_machine(graphs, gcs_emulator, tmp_path):
+    """Two SDK workers on one machine: each snapshot object is read from the bucket once
+    (the copy under the lock), and the machine copy is removed at the end of the run."""
+    _, remote = graphs["tfrecord"]
+    mark = gcs_emulator.log_size()
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    ok(cli("sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/sampling_spec.pbtxt",
+           "--output_samples", gcs_emulator.gs("out/snapshot/samples@2"),
+           "--direct_running_mode=multi_processing", "--direct_num_workers=2",
+           "--graph_placement", "worker", env=gcs_emulator.env(TMPDIR=str(tmpdir))))  # fmt: skip
+    downloads = gcs_emulator.downloads(since=mark)
+    snapshot = [path for path in downloads if re.search(r"/graph/graph-[0-9a-f]+/", path)]
+    assert snapshot, downloads
+    assert len(snapshot) == len(set(snapshot)), sorted(snapshot)
+    assert not list(tmpdir.glob("beam-graph-snapshots/*/*")), "the machine copy stayed"
+
+
+# ------------------------------------------------------------------------- partition
+
+PARTITION_CASES = [
+    ["--runner", "InMemory", "--part_method", "lp", "--layout", "graphstorm",
+     "--split", "paper:0.6,0.2,0.2"],
+    ["--part_method", "random"],
+    ["--part_method", "lp", "--layout", "graphstorm", "--split", "paper:0.6,0.2,0.2"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "flags", PARTITION_CASES, ids=["inmemory-lp-gs", "beam-random", "beam-lp-gs"]
+)
+def test_partition_through_gcs_writes_the_local_runs_bytes(flags, graphs, gcs_emulator, tmp_path):
+    local, remote = graphs["parquet"]
+    name = f"out/partition-{abs(hash(tuple(flags))) % 10**6}"
+    ok(cli("partition", "--graph_schema", remote, "--output_dir", gcs_emulator.gs(name),
+           "--num_parts", "2", *flags, env=gcs_emulator.env()))  # fmt: skip
+    runner = [] if "InMemory" in flags else ["--runner", "InMemory"]
+    argv = ["--graph_schema", str(local), "--output_dir", str(tmp_path / "local"),
+            "--num_parts", "2", *flags, *runner]  # fmt: skip
+    assert partition_cli.main(argv) == 0
+    written = assert_same_output(gcs_emulator, name, tmp_path / "local")
+    assert any(n.startswith("part1/") for n in written)
+    if "graphstorm" in flags:
+        assert any(n.startswith("raw_id_mappings/") for n in written)
+    else:
+        assert any(n.startswith("node_ids/") for n in written)
+
+
+# ------------------------------------------------------------------------- tools
+
+
+def test_tools_read_and_write_gcs(graphs, gcs_emulator, tmp_path):
+    local, remote = graphs["parquet"]
+    env = gcs_emulator.env()
+    spec = f"{remote}/sampling_spec.pbtxt"
+    assert "error" not in ok(cli("validate", "--graph_schema", remote, "--sampling_spec", spec,
+                                 env=env)).lower()  # fmt: skip
+    ok(cli("estimate", "--graph_schema", remote, "--sampling_spec", spec,
+           "--stats_cache", gcs_emulator.gs("out/tools/stats_cache.json"),
+           "--json", gcs_emulator.gs("out/tools/estimate.json"), env=env))  # fmt: skip
+    estimate = json.loads(gcs_emulator.get("out/tools/estimate.json"))
+    assert estimate
+    samples = gcs_emulator.gs("out/tools/run/samples@2")
+    ok(cli("sample", "--graph_schema", remote, "--sampling_spec", spec, "--output_samples",
+           samples, "--runner", "InMemory", env=env))  # fmt: skip
+    ok(cli("stats", "--samples", samples, "--graph_schema", remote, "--output_dir",
+           gcs_emulator.gs("out/tools/stats"), "--no_plots", env=env))  # fmt: skip
+    stats = [n for n in gcs_emulator.names("out/tools/stats/") if n.endswith(".json")]
+    assert stats and json.loads(gcs_emulator.get(stats[0]))
+    shown = ok(cli("show", "--samples", samples, "--index", "3", env=env))
+    local_samples = tmp_path / "s"
+    assert sample_cli.main(["--graph_schema", str(local), "--sampling_spec",
+                            str(local / "sampling_spec.pbtxt"), "--output_samples",
+                            f"{local_samples}/samples@2", "--runner", "InMemory"]) == 0  # fmt: skip
+    local_shown = ok(cli("show", "--samples", f"{local_samples}/samples@2", "--index", "3",
+                         env=env))  # fmt: skip
+    # The same subgraph; only the file named in the first line differs.
+    assert "gs://graphs/out/tools/run/samples-00000-of-00002" in shown.splitlines()[0]
+    assert shown.splitlines()[1:] == local_shown.splitlines()[1:]
+
+
+# ------------------------------------------------------------------------- overwrite
+
+
+def test_overwrite_on_gcs_deletes_only_what_a_run_of_ours_wrote(graphs, gcs_emulator):
+    _, remote = graphs["parquet"]
+    env = gcs_emulator.env()
+    out = "out/overwrite"
+    args = ["--graph_schema", remote, "--sampling_spec", f"{remote}/sampling_spec.pbtxt",
+            "--runner", "InMemory"]  # fmt: skip
+    ok(cli("sample", *args, "--output_samples", gcs_emulator.gs(f"{out}/samples@4"), env=env))
+    first = set(gcs_emulator.names(out + "/"))
+    gcs_emulator.put(f"{out}/notes.txt", b"mine")
+    gcs_emulator.put(f"{out}/samples-keep/data.bin", b"mine too")
+    again = cli("sample", *args, "--output_samples", gcs_emulator.gs(f"{out}/samples@2"), env=env)
+    assert again.returncode == 2 and len(again.stderr.splitlines()) == 1, again.stderr
+    assert "--overwrite" in again.stderr
+    ok(cli("sample", *args, "--output_samples", gcs_emulator.gs(f"{out}/samples@2"),
+           "--overwrite", env=env))  # fmt: skip
+    now = set(gcs_emulator.names(out + "/"))
+    assert f"{out}/samples-00002-of-00004" in first
+    assert not [n for n in now if n.endswith("-of-00004")], now
+    assert gcs_emulator.get(f"{out}/notes.txt") == b"mine"
+    assert gcs_emulator.get(f"{out}/samples-keep/data.bin") == b"mine too"
+
+
+# ------------------------------------------------------------------------- failures
+
+
+def start_cli(module: str, *args: str, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", f"pipelines.{module}", *args], cwd=ROOT, env=env,
+        start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_for_object(emulator, name: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while name not in emulator.names(name.rsplit("/", 1)[0] + "/"):
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"{name} never appeared"
+        time.sleep(0.05)
+
+
+def big_graph(gcs_emulator, tmp_path_factory) -> str:
+    """A 3,000-paper graph on the bucket: its sampling runs for several seconds."""
+    local = tmp_path_factory.mktemp("big")
+    generate(local, "parquet", papers=3000)
+    return gcs_emulator.upload_folder(local, "in/big")
+
+
+def test_ctrl_c_leaves_only_the_manifest_on_the_bucket(gcs_emulator, tmp_path_factory):
+    remote = big_graph(gcs_emulator, tmp_path_factory)
+    out = "out/interrupted"
+    proc = start_cli(
+        "sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/sampling_spec.pbtxt",
+        "--output_samples", gcs_emulator.gs(f"{out}/samples@2"),
+        "--direct_running_mode=multi_processing", "--direct_num_workers=2",
+        "--graph_placement", "worker", env=gcs_emulator.env(),
+    )  # fmt: skip
+    try:
+        # The run has started writing: its snapshot's first object is on the bucket.
+        deadline = time.monotonic() + 180
+        while not [n for n in gcs_emulator.names(out + "/") if "/graph/" in n]:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the run never wrote its snapshot"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-3000:]
+    assert len(err.splitlines()) == 1 and "interrupted (Ctrl-C)" in err, err[-3000:]
+    assert gcs_emulator.names(out + "/") == [f"{out}/.beam_graph_manifest.json"]
+
+
+def test_server_gone_mid_run_is_one_line_and_no_half_written_object(
+    gcs_emulator, tmp_path_factory, tmp_path
+):
+    """The server stops while the run writes: a bounded retry, then one line naming the path
+    and the cause, exit 2; no object at a final name (the server's folder as it stopped)."""
+    local = tmp_path_factory.mktemp("gone")
+    generate(local, "parquet")
+    out = "out/gone"
+    proc = start_cli(
+        "sample", "--graph_schema", str(local), "--sampling_spec",
+        str(local / "sampling_spec.pbtxt"), "--output_samples",
+        gcs_emulator.gs(f"{out}/samples@2"), "--runner", "InMemory",
+        env=gcs_emulator.env(BEAM_GRAPH_GCS_RETRY_S="3"),
+    )  # fmt: skip
+    try:
+        wait_for_object(gcs_emulator, f"{out}/.beam_graph_manifest.json", proc)
+        gcs_emulator.stop()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        gcs_emulator.start()
+    lines = err.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, err[-4000:]
+    assert f"cannot reach the storage emulator at {gcs_emulator.url}: " in lines[0]
+    assert f"gs://{gcs_emulator.bucket}/{out}" in lines[0] and "refused" in lines[0]
+    left = gcs_emulator.names(out + "/")
+    assert not [n for n in left if re.search(r"samples-\d{5}-of|schema.pbtxt|run_summary", n)]
+
+
+def test_no_network_with_credentials_is_a_bounded_retry_then_one_line(tmp_path):
+    """Real GCS with credentials but no network (class N of issue 32): a service account key
+    whose token endpoint is a closed loopback port (as without network or DNS, no connection;
+    every GCS request needs the token first, so no request leaves this machine)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()  # fmt: skip
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps({
+        "type": "service_account", "project_id": "p", "private_key_id": "k",
+        "private_key": pem, "client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1",
+        "token_uri": "http://127.0.0.1:9/token",
+    }))  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "STORAGE_"))}
+    env.update(GOOGLE_APPLICATION_CREDENTIALS=str(key), GCE_METADATA_HOST="127.0.0.1:9",
+               GCE_METADATA_IP="127.0.0.1:9", HOME=str(tmp_path), PYTHONPATH=str(ROOT),
+               TF_USE_LEGACY_KERAS="1", BEAM_GRAPH_GCS_RETRY_S="3")  # fmt: skip
+    graph = generate(tmp_path / "g", "parquet")
+    start = time.monotonic()
+    result = cli("sample", "--graph_schema", str(graph), "--sampling_spec",
+                 str(graph / "sampling_spec.pbtxt"), "--output_samples",
+                 "gs://no-such-bucket/out/samples@2", "--runner", "InMemory", env=env,
+                 timeout=180)  # fmt: skip
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-4000:]
+    assert lines[0].startswith("error: ") and "gs://no-such-bucket/out/" in lines[0]
+    assert "cannot reach Google Cloud Storage: the connection was refused" in lines[0]
+    assert time.monotonic() - start < 90
+
+
+def test_without_an_emulator_the_credentials_check_stays(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "STORAGE_"))}
+    env.update(GCE_METADATA_HOST="127.0.0.1:9", GCE_METADATA_IP="127.0.0.1:9",
+               HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"),
+               PYTHONPATH=str(ROOT), TF_USE_LEGACY_KERAS="1")  # fmt: skip
+    spec = synthetic.write_sampling_spec(synthetic.mag_sampling_spec(), str(tmp_path / "s.pbtxt"))
+    result = cli("sample", "--graph_schema", "gs://graphs/in/parquet", "--sampling_spec", spec,
+                 "--output_samples", str(tmp_path / "o"), env=env)  # fmt: skip
+    assert result.returncode == 2 and "no Google Cloud credentials" in result.stderr
