@@ -81,11 +81,17 @@ def local_files(folder: Path) -> dict[str, bytes]:
             if p.is_file()}  # fmt: skip
 
 
+def _sorted_lists(value: dict) -> dict:
+    return {k: sorted(v) if isinstance(v, list) else v for k, v in value.items()}
+
+
 def assert_same_output(emulator, prefix: str, folder: Path) -> dict[str, bytes]:
     remote, local = objects(emulator, prefix), local_files(folder)
     assert sorted(remote) == sorted(local)
     for name in remote:
-        if name not in RUN_SPECIFIC:
+        if name == ".beam_graph_manifest.json":  # the same files; listed in listing order
+            assert _sorted_lists(json.loads(remote[name])) == _sorted_lists(json.loads(local[name]))
+        elif name not in RUN_SPECIFIC:
             assert remote[name] == local[name], name
     return remote
 
@@ -129,21 +135,25 @@ def test_sample_through_gcs_writes_the_local_runs_bytes(
 
 
 def test_worker_snapshot_on_gcs_is_downloaded_once_per_machine(graphs, gcs_emulator, tmp_path):
-    """Two SDK workers on one machine: each snapshot object is read from the bucket once
-    (the copy under the lock), and the machine copy is removed at the end of the run."""
+    """The `worker` snapshot on gs:// (under the gs:// output): two SDK workers on one machine
+    read its objects from the bucket as often as one worker does (one copy, made under the
+    lock, mapped by both), and the machine's copy is removed when the run ends."""
     _, remote = graphs["tfrecord"]
-    mark = gcs_emulator.log_size()
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    ok(cli("sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/sampling_spec.pbtxt",
-           "--output_samples", gcs_emulator.gs("out/snapshot/samples@2"),
-           "--direct_running_mode=multi_processing", "--direct_num_workers=2",
-           "--graph_placement", "worker", env=gcs_emulator.env(TMPDIR=str(tmpdir))))  # fmt: skip
-    downloads = gcs_emulator.downloads(since=mark)
-    snapshot = [path for path in downloads if re.search(r"/graph/graph-[0-9a-f]+/", path)]
-    assert snapshot, downloads
-    assert len(snapshot) == len(set(snapshot)), sorted(snapshot)
-    assert not list(tmpdir.glob("beam-graph-snapshots/*/*")), "the machine copy stayed"
+    reads = []
+    for workers in (1, 2):
+        mark = gcs_emulator.log_size()
+        tmpdir = tmp_path / f"tmp{workers}"
+        tmpdir.mkdir()
+        ok(cli("sample", "--graph_schema", remote, "--sampling_spec",
+               f"{remote}/sampling_spec.pbtxt", "--output_samples",
+               gcs_emulator.gs(f"out/snapshot{workers}/samples@2"),
+               "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}",
+               "--graph_placement", "worker", env=gcs_emulator.env(TMPDIR=str(tmpdir))))  # fmt: skip
+        downloads = gcs_emulator.downloads(since=mark)
+        reads.append([p for p in downloads if re.search(r"/graph/graph-[0-9a-f]+/", p)])
+        assert not list(tmpdir.rglob("*.npy")), "the machine copy stayed"
+    assert reads[0], "no snapshot object was read"
+    assert len(reads[1]) == len(reads[0]), (sorted(reads[0]), sorted(reads[1]))
 
 
 # ------------------------------------------------------------------------- partition
