@@ -146,7 +146,11 @@ class GcsEmulator:
 
     def names(self, prefix: str = "") -> list[str]:
         """The object names under `prefix`, sorted (every page)."""
-        out, token = [], None
+        return sorted(self.sizes(prefix))
+
+    def sizes(self, prefix: str = "") -> dict[str, int]:
+        """{object name: size in bytes} under `prefix` (every page)."""
+        out, token = {}, None
         while True:
             query = {"prefix": prefix}
             if token:
@@ -156,10 +160,10 @@ class GcsEmulator:
                     "GET", f"/storage/v1/b/{self.bucket}/o?" + urllib.parse.urlencode(query)
                 )  # fmt: skip
             )
-            out += [item["name"] for item in listing.get("items", [])]
+            out.update((item["name"], int(item["size"])) for item in listing.get("items", []))
             token = listing.get("nextPageToken")
             if not token:
-                return sorted(out)
+                return out
 
     def download_folder(self, prefix: str, folder: Path) -> Path:
         """The objects under `prefix/` as files under `folder` (to compare with a local run)."""

@@ -217,9 +217,15 @@ def expand_files(pattern: str, allow_empty: bool = False) -> list[str]:
                 f"table files '{pattern}': the shard count after '@' must be at least 1"
             )
         found = []
+        # On gs:// and friends one listing of every shard (a match per name costs a few
+        # requests each); locally a check per name.
+        listed = dict(_match_one(f"{base}-*-of-{count:05d}")) if has_scheme(base) else None
         for index in range(count):
             name = shard_name(base, index, count)
-            match = _match_one(name)
+            if listed is not None:
+                match = [(name, listed[name])] if name in listed else []
+            else:
+                match = _match_one(name)
             if not match:
                 raise UserError(f"table files '{pattern}': shard '{name}' does not exist")
             found.append(match[0])
