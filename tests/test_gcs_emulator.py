@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
 from sampler.tools import synthetic
 
@@ -97,57 +98,59 @@ def assert_same_output(emulator, prefix: str, folder: Path) -> dict[str, bytes]:
 
 # ------------------------------------------------------------------------- sample
 
-SAMPLE_CASES = [
-    # format, runner flags, link seeds
-    ("parquet", ["--runner", "InMemory"], False),
-    ("tfrecord", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
-                  "--graph_placement", "worker"], False),
-    ("csv", ["--graph_placement", "topology"], False),
-    ("csv", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
-             "--graph_placement", "sharded"], False),
-    ("parquet", ["--direct_running_mode=multi_processing", "--direct_num_workers=2",
-                 "--graph_placement", "worker", "--seed_edge_set", "cites",
-                 "--negatives_per_seed", "1"], True),
-]  # fmt: skip
+TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+SAMPLE_CASES = {
+    # format, runner flags, link seeds (the `worker` placement with 1 and 2 workers, TFRecord:
+    # test_worker_snapshot_on_gcs_is_copied_once_per_machine)
+    "parquet-inmemory": ("parquet", ["--runner", "InMemory"], False),
+    "csv-glob-topology-1": ("csv", ["--graph_placement", "topology"], False),
+    "parquet-sharded-2": ("parquet", [*TWO_WORKERS, "--graph_placement", "sharded"], False),
+    "parquet-links-worker-2": ("parquet", [*TWO_WORKERS, "--graph_placement", "worker",
+                               "--seed_edge_set", "cites", "--negatives_per_seed", "1"], True),
+}  # fmt: skip
 
 
-@pytest.mark.parametrize("fmt,flags,link", SAMPLE_CASES)
-def test_sample_through_gcs_writes_the_local_runs_bytes(
-    fmt, flags, link, graphs, gcs_emulator, tmp_path
-):
-    local, remote = graphs[fmt]
-    spec = "link_spec.pbtxt" if link else "sampling_spec.pbtxt"
-    name = f"out/sample-{fmt}-{len(os.listdir(tmp_path))}-{abs(hash(tuple(flags))) % 10**6}"
+def sample_both(emulator, graph, name: str, spec: str, flags: list[str], local_out: Path,
+                env: dict | None = None) -> dict[str, bytes]:  # fmt: skip
+    """Runs `sample` with the graph, spec and output on gs:// (a CLI process), then the same
+    run on local folders (in this process); returns the objects after checking they hold the
+    local run's bytes."""
+    local, remote = graph
     ok(cli("sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/{spec}",
-           "--output_samples", gcs_emulator.gs(f"{name}/samples@2"), "--max_bad_records", "5",
-           *flags, env=gcs_emulator.env()))  # fmt: skip
-    # The same run on local folders.
-    argv = ["--graph_schema", str(local), "--sampling_spec", str(local / spec),
-            "--output_samples", str(tmp_path / "local" / "samples@2"), "--max_bad_records", "5",
-            *flags]  # fmt: skip
-    ok(cli("sample", *argv, env=gcs_emulator.env()))
-    written = assert_same_output(gcs_emulator, name, tmp_path / "local")
+           "--output_samples", emulator.gs(f"{name}/samples@2"), "--max_bad_records", "5",
+           *flags, env=env or emulator.env()))  # fmt: skip
+    assert sample_cli.main(["--graph_schema", str(local), "--sampling_spec", str(local / spec),
+                            "--output_samples", str(local_out / "samples@2"),
+                            "--max_bad_records", "5", *flags]) == 0  # fmt: skip
+    written = assert_same_output(emulator, name, local_out)
     assert {"samples-00000-of-00002", "samples-00001-of-00002", "schema.pbtxt"} <= set(written)
     assert json.loads(written["run_summary.json"])["samples"]
     # Nothing of the run's temporary folders (the worker snapshot, Beam's temp) is left.
     assert not [n for n in written if n.startswith((".temp-", "beam-temp-"))]
+    return written
 
 
-def test_worker_snapshot_on_gcs_is_downloaded_once_per_machine(graphs, gcs_emulator, tmp_path):
+@pytest.mark.parametrize("case", SAMPLE_CASES)
+def test_sample_through_gcs_writes_the_local_runs_bytes(case, graphs, gcs_emulator, tmp_path):
+    fmt, flags, link = SAMPLE_CASES[case]
+    spec = "link_spec.pbtxt" if link else "sampling_spec.pbtxt"
+    sample_both(gcs_emulator, graphs[fmt], f"out/sample-{case}", spec, flags, tmp_path / "local")
+
+
+def test_worker_snapshot_on_gcs_is_copied_once_per_machine(graphs, gcs_emulator, tmp_path):
     """The `worker` snapshot on gs:// (under the gs:// output): two SDK workers on one machine
     read its objects from the bucket as often as one worker does (one copy, made under the
     lock, mapped by both), and the machine's copy is removed when the run ends."""
-    _, remote = graphs["tfrecord"]
     reads = []
     for workers in (1, 2):
         mark = gcs_emulator.log_size()
         tmpdir = tmp_path / f"tmp{workers}"
         tmpdir.mkdir()
-        ok(cli("sample", "--graph_schema", remote, "--sampling_spec",
-               f"{remote}/sampling_spec.pbtxt", "--output_samples",
-               gcs_emulator.gs(f"out/snapshot{workers}/samples@2"),
-               "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}",
-               "--graph_placement", "worker", env=gcs_emulator.env(TMPDIR=str(tmpdir))))  # fmt: skip
+        flags = ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}",
+                 "--graph_placement", "worker"]  # fmt: skip
+        sample_both(gcs_emulator, graphs["tfrecord"], f"out/snapshot{workers}",
+                    "sampling_spec.pbtxt", flags, tmp_path / f"local{workers}",
+                    gcs_emulator.env(TMPDIR=str(tmpdir)))  # fmt: skip
         downloads = gcs_emulator.downloads(since=mark)
         reads.append([p for p in downloads if re.search(r"/graph/graph-[0-9a-f]+/", p)])
         assert not list(tmpdir.rglob("*.npy")), "the machine copy stayed"
@@ -157,26 +160,26 @@ def test_worker_snapshot_on_gcs_is_downloaded_once_per_machine(graphs, gcs_emula
 
 # ------------------------------------------------------------------------- partition
 
-PARTITION_CASES = [
-    ["--runner", "InMemory", "--part_method", "lp", "--layout", "graphstorm",
-     "--split", "paper:0.6,0.2,0.2"],
-    ["--part_method", "random"],
-    ["--part_method", "lp", "--layout", "graphstorm", "--split", "paper:0.6,0.2,0.2"],
-]  # fmt: skip
+PARTITION_CASES = {
+    "inmemory-random": ["--runner", "InMemory", "--part_method", "random"],
+    "beam-lp-graphstorm-split": ["--part_method", "lp", "--layout", "graphstorm",
+                                 "--split", "paper:0.6,0.2,0.2"],
+}  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "flags", PARTITION_CASES, ids=["inmemory-lp-gs", "beam-random", "beam-lp-gs"]
-)
-def test_partition_through_gcs_writes_the_local_runs_bytes(flags, graphs, gcs_emulator, tmp_path):
+@pytest.mark.parametrize("case", PARTITION_CASES)
+def test_partition_through_gcs_writes_the_local_runs_bytes(case, graphs, gcs_emulator, tmp_path):
+    """gs:// in and out; the local run (in this process) with --runner InMemory: partition
+    writes the same bytes on every runner."""
+    flags = PARTITION_CASES[case]
     local, remote = graphs["parquet"]
-    name = f"out/partition-{abs(hash(tuple(flags))) % 10**6}"
+    name = f"out/partition-{case}"
     ok(cli("partition", "--graph_schema", remote, "--output_dir", gcs_emulator.gs(name),
            "--graph_name", "g", "--num_parts", "2", *flags, env=gcs_emulator.env()))  # fmt: skip
     runner = [] if "InMemory" in flags else ["--runner", "InMemory"]
-    argv = ["--graph_schema", str(local), "--output_dir", str(tmp_path / "local"),
-            "--graph_name", "g", "--num_parts", "2", *flags, *runner]  # fmt: skip
-    ok(cli("partition", *argv, env=gcs_emulator.env()))
+    assert partition_cli.main(["--graph_schema", str(local), "--output_dir",
+                               str(tmp_path / "local"), "--graph_name", "g", "--num_parts", "2",
+                               *flags, *runner]) == 0  # fmt: skip
     written = assert_same_output(gcs_emulator, name, tmp_path / "local")
     assert any(n.startswith("part1/") for n in written)
     if "graphstorm" in flags:
@@ -206,16 +209,9 @@ def test_tools_read_and_write_gcs(graphs, gcs_emulator, tmp_path):
            gcs_emulator.gs("out/tools/stats"), "--no_plots", env=env))  # fmt: skip
     stats = [n for n in gcs_emulator.names("out/tools/stats/") if n.endswith(".json")]
     assert stats and json.loads(gcs_emulator.get(stats[0]))
-    shown = ok(cli("show", "--samples", samples, "--index", "3", env=env))
-    local_samples = tmp_path / "s"
-    assert sample_cli.main(["--graph_schema", str(local), "--sampling_spec",
-                            str(local / "sampling_spec.pbtxt"), "--output_samples",
-                            f"{local_samples}/samples@2", "--runner", "InMemory"]) == 0  # fmt: skip
-    local_shown = ok(cli("show", "--samples", f"{local_samples}/samples@2", "--index", "3",
-                         env=env))  # fmt: skip
-    # The same subgraph; only the file named in the first line differs.
-    assert "gs://graphs/out/tools/run/samples-00000-of-00002" in shown.splitlines()[0]
-    assert shown.splitlines()[1:] == local_shown.splitlines()[1:]
+    shown = ok(cli("show", "--samples", samples, "--index", "3", env=env)).splitlines()
+    assert shown[0].startswith("subgraph 3 (record 3 of gs://graphs/out/tools/run/samples-0000")
+    assert "seed_id: " in shown[1] and "node set paper:" in "\n".join(shown)
 
 
 # ------------------------------------------------------------------------- overwrite
