@@ -392,3 +392,24 @@ def test_lost_connections_are_named_with_their_path_and_cause():
     line = gcs.network_error_line(RuntimeError(listing), "gs://graphs/out/x/run")
     assert line.startswith("gs://graphs/out/x/run: cannot reach ")
     assert gcs.network_error_line(ValueError("bad row 3")) is None
+
+
+def test_compose_concatenates_more_objects_than_one_request_takes(gcs_emulator):
+    """sampler.io.gcs.compose (the sample writer's shard concatenation on gs://): 70 parts
+    take three rounds of compose; the result is their bytes in order, the scratch objects go."""
+    parts = [f"out/compose/part-{i:03d}" for i in range(70)]
+    for i, name in enumerate(parts):
+        gcs_emulator.put(name, f"<{i}>".encode() * (i + 1))
+    script = (
+        "import sys; from sampler.io import gcs; "
+        "gcs.compose(sys.argv[1], sys.argv[3:], sys.argv[2])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, gcs_emulator.gs("out/compose/whole"),
+         gcs_emulator.gs("out/compose/scratch"), *map(gcs_emulator.gs, parts)],
+        cwd=ROOT, env=gcs_emulator.env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = b"".join(f"<{i}>".encode() * (i + 1) for i in range(70))
+    assert gcs_emulator.get("out/compose/whole") == expected
+    assert not [n for n in gcs_emulator.names("out/compose/") if "scratch" in n]

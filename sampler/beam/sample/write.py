@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from sampler.io import tfrecord
+from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
 
 NAMESPACE = "sampler"
@@ -87,8 +87,12 @@ class WriteRecordShards(beam.PTransform):
             shard, groups = shard_parts
             parts = sorted(groups["parts"])
             try:
-                if all(not has_scheme(p) for p in [self._paths[shard], *(p for *_, p in parts)]):
-                    _concat_local(self._paths[shard], [path for _, _, path in parts])
+                sources = [path for _, _, path in parts]
+                if all(not has_scheme(p) for p in [self._paths[shard], *sources]):
+                    _concat_local(self._paths[shard], sources)
+                elif gcs.can_compose(self._paths[shard], sources):  # no bytes through here
+                    scratch = f"{sources[0].rsplit('/', 1)[0]}/compose-{shard:05d}"  # temp
+                    gcs.compose(self._paths[shard], sources, scratch)
                 else:
                     with FileSystems.create(self._paths[shard]) as out:
                         for _, _, path in parts:
