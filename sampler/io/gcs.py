@@ -7,9 +7,9 @@
   every process (the CLI, each SDK worker).
 * **Bounded retry.** The GCS client retries a lost connection (no network, a DNS failure, a
   server gone) for 120 s per call, and a run makes many calls: a run without network
-  retried for many minutes without a word. Here each call retries for at most
-  `GCS_RETRY_S` seconds (env `BEAM_GRAPH_GCS_RETRY_S`, default 30); then the error reaches
-  the CLI, which reports it in one line (`network_error`).
+  retried for many minutes without a word. Here one outage is retried for at most
+  `BEAM_GRAPH_GCS_RETRY_S` seconds (default 30) per process, over all its calls; then the
+  error reaches the CLI, which reports it in one line (`network_error_line`).
 
 `prepare()` applies both, once per process, before Beam makes its first GCS client: it is
 called where Beam is loaded (sampler.io.files for gs:// paths, pipelines.runner for a
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 
 EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
 RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
@@ -71,10 +72,33 @@ def _bound_retries(api_retry, storage_retry) -> None:
     except ImportError:
         pass
     for policy in policies:
-        if isinstance(policy, api_retry.Retry) and (policy._timeout or 1e9) > seconds:
-            policy._timeout = seconds
-            if hasattr(policy, "_deadline"):
-                policy._deadline = seconds
+        if isinstance(policy, api_retry.Retry):
+            if (policy._timeout or 1e9) > seconds:
+                policy._timeout = seconds
+                if hasattr(policy, "_deadline"):
+                    policy._deadline = seconds
+            policy._predicate = _within_outage_budget(policy._predicate)
+
+
+_OUTAGE = {"start": None, "last": None}
+
+
+def _within_outage_budget(predicate):
+    """`predicate`, and no retry once this process has seen retryable errors for
+    retry_seconds() without a pause: one outage is retried for that long in all, not that long
+    per call (a run without network makes many calls: each would wait again). A gap of twice
+    that between errors starts a new outage."""
+
+    def should_retry(error) -> bool:
+        if not predicate(error):
+            return False
+        now = time.monotonic()
+        if _OUTAGE["last"] is None or now - _OUTAGE["last"] > 2 * retry_seconds():
+            _OUTAGE["start"] = now
+        _OUTAGE["last"] = now
+        return now - _OUTAGE["start"] < retry_seconds()
+
+    return should_retry
 
 
 def _anonymous_credentials() -> None:
