@@ -364,6 +364,8 @@ def run_main(main_fn, argv=None) -> int:
     if os.path.exists(log_path):
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
+    # A lost GCS connection: a bounded retry here and in the local workers (sampler.io.gcs).
+    os.environ.setdefault(gcs.RETRY_ENV, f"{gcs.DEFAULT_RETRY_S:g}")
     _OUTPUT["folder"] = None
     with Interrupt() as interrupt:
         try:

@@ -342,16 +342,22 @@ def test_no_network_with_credentials_is_a_bounded_retry_then_one_line(tmp_path):
                GCE_METADATA_IP="127.0.0.1:9", HOME=str(tmp_path), PYTHONPATH=str(ROOT),
                TF_USE_LEGACY_KERAS="1", BEAM_GRAPH_GCS_RETRY_S="3")  # fmt: skip
     graph = generate(tmp_path / "g", "parquet")
-    start = time.monotonic()
-    result = cli("sample", "--graph_schema", str(graph), "--sampling_spec",
-                 str(graph / "sampling_spec.pbtxt"), "--output_samples",
-                 "gs://no-such-bucket/out/samples@2", "--runner", "InMemory", env=env,
-                 timeout=180)  # fmt: skip
-    lines = result.stderr.splitlines()
-    assert result.returncode == 2 and len(lines) == 1, result.stderr[-4000:]
-    assert lines[0].startswith("error: ") and "gs://no-such-bucket/out/" in lines[0]
-    assert "cannot reach Google Cloud Storage: the connection was refused" in lines[0]
-    assert time.monotonic() - start < 90
+    runs = {  # an output on gs:// (sample), an input on gs:// (partition)
+        "gs://no-such-bucket/out/": ["sample", "--graph_schema", str(graph), "--sampling_spec",
+                                     str(graph / "sampling_spec.pbtxt"), "--output_samples",
+                                     "gs://no-such-bucket/out/samples@2", "--runner", "InMemory"],
+        "gs://no-such-bucket/graph/": ["partition", "--graph_schema", "gs://no-such-bucket/graph",
+                                       "--output_dir", str(tmp_path / "parts"), "--graph_name",
+                                       "g", "--num_parts", "2"],
+    }  # fmt: skip
+    for path, args in runs.items():
+        start = time.monotonic()
+        result = cli(*args, env=env, timeout=180)
+        lines = result.stderr.splitlines()
+        assert result.returncode == 2 and len(lines) == 1, result.stderr[-4000:]
+        assert lines[0].startswith(f"error: {path}") or f"output {path}" in lines[0], lines[0]
+        assert "cannot reach Google Cloud Storage: the connection was refused" in lines[0]
+        assert time.monotonic() - start < 90
 
 
 def test_without_an_emulator_the_credentials_check_stays(tmp_path):

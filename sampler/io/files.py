@@ -176,7 +176,11 @@ def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
     if not has_scheme(pattern):
         return [path for path, _, _ in _local_match(pattern)]
-    return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+    try:
+        return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
+        _raise_if_unreachable(pattern, e)
+        raise
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -391,7 +395,20 @@ def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
     if not has_scheme(path):
         return os.path.exists(path)
-    return _filesystems().exists(path)
+    try:
+        return _filesystems().exists(path)
+    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
+        _raise_if_unreachable(path, e)
+        raise
+
+
+def _raise_if_unreachable(path: str, error: BaseException) -> None:
+    """UserError 'PATH: cannot reach SERVER: CAUSE ...' when `error` is a lost connection."""
+    from sampler.io import gcs
+
+    reason = gcs.network_reason(error)
+    if reason:
+        raise UserError(f"{path}: {reason}") from error
 
 
 def delete(paths: list[str]) -> None:

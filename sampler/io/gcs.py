@@ -11,7 +11,11 @@
   `BEAM_GRAPH_GCS_RETRY_S` seconds (default 30) per process, over all its calls; then the
   error reaches the CLI, which reports it in one line (`network_error_line`).
 
-`prepare()` applies both, once per process, before Beam makes its first GCS client: it is
+The bound applies where `BEAM_GRAPH_GCS_RETRY_S` is set: the CLIs set it (to 30 unless
+given), so it covers them and their local SDK workers, which inherit it; a Dataflow worker
+keeps the GCS client's own retries (Dataflow retries a failed work item itself).
+
+`prepare()` applies each once per process (the bound once the variable is set), before Beam makes its first GCS client: it is
 called where Beam is loaded (sampler.io.files for gs:// paths, pipelines.runner for a
 pipeline, sampler.beam for SDK workers). It never imports Beam itself when Beam is not
 loaded yet, except from those places.
@@ -27,7 +31,7 @@ EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
 RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
 DEFAULT_RETRY_S = 30.0
 
-_DONE = {"prepared": False}
+_DONE = {"bounded": False, "anonymous": False}
 
 
 def emulator_host() -> str | None:
@@ -46,16 +50,19 @@ def retry_seconds() -> float:
 
 def prepare() -> None:
     """Anonymous credentials when an emulator is set; every GCS retry bounded (see above)."""
-    if _DONE["prepared"]:
+    if _DONE["bounded"] and (_DONE["anonymous"] or not emulator_host()):
         return
-    _DONE["prepared"] = True
     try:
         from google.api_core import retry as api_retry
         from google.cloud.storage import retry as storage_retry
     except ImportError:  # no GCS support installed: Beam reports that itself
         return
-    _bound_retries(api_retry, storage_retry)
-    if emulator_host():
+    # Set by the CLIs (pipelines.runner.run_main), inherited by their local workers.
+    if not _DONE["bounded"] and RETRY_ENV in os.environ:
+        _DONE["bounded"] = True
+        _bound_retries(api_retry, storage_retry)
+    if not _DONE["anonymous"] and emulator_host():
+        _DONE["anonymous"] = True
         _anonymous_credentials()
 
 
