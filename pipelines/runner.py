@@ -378,7 +378,9 @@ def run_main(main_fn, argv=None) -> int:
                 end_child_processes(signal.SIGTERM, wait_s=5.0)
                 print(f"error: {interrupted_line()}", file=sys.stderr, flush=True)
                 return INTERRUPTED_EXIT
-            message = user_error_message(e) or gcs.network_error_line(e, _OUTPUT["folder"])
+            message = user_error_message(e)
+            if message is None and (needs_gcp(argv) or gcs.emulator_host()):  # GCS lost: one line
+                message = gcs.network_error_line(e, _OUTPUT["folder"])
             handler.flush()
             logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
             if message is None:
