@@ -28,6 +28,7 @@ import time
 from pipelines import input_checks, output_lock
 from sampler.errors import UserError
 from sampler.io import files as io_files
+from sampler.io import gcs
 from sampler.io.files import has_scheme
 
 # apache_beam is imported where a Beam transform is built (write_bad_records, ...) only: a run
@@ -132,7 +133,9 @@ def _listing(output_dir: str, patterns: list[str]) -> list[str]:
     `patterns` (input_checks.owned_folders), relative to it."""
     if has_scheme(output_dir):
         base = output_dir.rstrip("/") + "/"
-        return [p[len(base) :] for p in _match(base + "**") if p.startswith(base)]
+        listed = [p[len(base) :] for p in _match(base + "**") if p.startswith(base)]
+        # As on disk: only the files directly in it and under its OWNED_FOLDERS.
+        return [r for r in listed if "/" not in r or OWNED_FOLDERS.fullmatch(r.split("/")[0])]
     top = output_dir or "."
     if not os.path.isdir(top):
         return []
@@ -212,7 +215,8 @@ def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None
         with io_files.create_file(path) as f:
             f.write((json.dumps(data, indent=1) + "\n").encode())
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
-        raise UserError(f"cannot write the output {path}: {unwritable_reason(e)}") from e
+        reason = (has_scheme(path) and gcs.network_reason(e)) or unwritable_reason(e)
+        raise UserError(f"cannot write the output {path}: {reason}") from e
 
 
 def unwritable_reason(error: BaseException) -> str:

@@ -33,6 +33,7 @@ from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: p
     signal_name,
 )
 from sampler.errors import UserError
+from sampler.io import gcs
 
 if TYPE_CHECKING:
     import apache_beam as beam
@@ -92,6 +93,7 @@ def new_pipeline(beam_args: list[str], runner: str | None) -> beam.Pipeline:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import DirectOptions
 
+    gcs.prepare()  # an emulator's anonymous access, bounded GCS retries (before a client)
     options = pipeline_options(beam_args, runner)
     local = make_runner(runner)
     if (
@@ -200,6 +202,8 @@ def check_gcp_credentials(argv: list[str]) -> None:
     """
     if not needs_gcp(argv):
         return
+    if gcs.emulator_host() and not re.search(r"--runner[= ]DataflowRunner\b", " ".join(argv)):
+        return  # gs:// on a storage emulator: anonymous access (sampler.io.gcs)
     try:
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
@@ -294,6 +298,10 @@ def run_main(main_fn, argv=None) -> int:
     logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
     # The dead-letter sink writes no file when no row was bad, and Beam warns about that.
     logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
+    # A lost connection to GCS: urllib3 and google.auth warn at every retry; the retry is
+    # bounded (sampler.io.gcs) and its failure reported in one line.
+    for name in ("urllib3.connectionpool", "google.auth._default", "google.auth.transport"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     log_path = worker_log_path()
     handler = logging.FileHandler(log_path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -307,6 +315,8 @@ def run_main(main_fn, argv=None) -> int:
     if os.path.exists(log_path):
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
+    # A lost GCS connection: a bounded retry here and in the local workers (sampler.io.gcs).
+    os.environ.setdefault(gcs.RETRY_ENV, f"{gcs.DEFAULT_RETRY_S:g}")
     _OUTPUT.update(folder=None, remove=None)
     with Interrupt(log_thread_error(WORKER_LOGGERS[0])) as interrupt:
         try:
@@ -323,6 +333,8 @@ def run_main(main_fn, argv=None) -> int:
                 print_line(f"error: {interrupted_line(interrupt.signum or signal.SIGINT)}")
                 return exit_code(interrupt.signum or signal.SIGINT)
             message = user_error_message(e)
+            if message is None and (needs_gcp(argv) or gcs.emulator_host()):  # GCS lost: one line
+                message = gcs.network_error_line(e, _OUTPUT["folder"])
             handler.flush()
             logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
             where = f" (worker logs: {log_path})" if logged else ""

@@ -101,6 +101,7 @@ def _preload() -> None:
 
     import pipelines.partition  # noqa: F401
     import pipelines.sample  # noqa: F401
+    import sampler.beam  # noqa: F401  (sampler.io.gcs.prepare: before any GCS client)
 
 
 def _receive(conn: socket.socket) -> tuple[dict, int]:

@@ -27,10 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 from pipelines import cli
 from pipelines.toolkit import human_bytes, make_output_dir, run_tool, writing_to
+from sampler.io import files
 from sampler.partition.stats import find_config, partition_stats
 from sampler.tools import render
 from sampler.tools.sample_stats import (
@@ -71,14 +74,58 @@ def _plots(make, out_dir: str) -> list[str]:
         return []
 
 
-def write_json(out_dir: str, name: str, data: dict) -> str:
-    path = os.path.join(out_dir, name)
-    with writing_to("--output_dir", out_dir), open(path, "w", encoding="utf-8") as f:
+class OutputFolder:
+    """Where the report goes: `folder` itself when local; for gs:// and friends, a local
+    staging folder whose files `publish` copies to `folder` (the plots are drawn to files)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.remote = files.has_scheme(folder)
+        self.local = (
+            tempfile.mkdtemp(prefix="beam-graph-stats-")
+            if self.remote
+            else make_output_dir("--output_dir", folder)
+        )
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.local, name)
+
+    def shown(self, name: str) -> str:
+        return files.join(self.folder, name)
+
+    def publish(self) -> None:
+        if not self.remote:
+            return
+        try:
+            for name in sorted(os.listdir(self.local)):
+                with open(self.path(name), "rb") as src, files.write_output(self.shown(name)) as f:
+                    shutil.copyfileobj(src, f, 1 << 24)
+        finally:
+            shutil.rmtree(self.local, ignore_errors=True)
+
+
+def write_json(out: OutputFolder, name: str, data: dict) -> None:
+    with writing_to("--output_dir", out.folder), open(out.path(name), "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
-    return path
 
 
 def sample_report(args) -> int:
+    out = OutputFolder(_sample_out_dir(args))
+    try:
+        code = _sample_report(args, out)
+        out.publish()
+        return code
+    finally:
+        if out.remote:
+            shutil.rmtree(out.local, ignore_errors=True)
+
+
+def _sample_out_dir(args) -> str:
+    first = args.samples.rsplit("/", 1)[0] if "/" in args.samples else "."
+    return args.output_dir or os.path.join(first, "stats")
+
+
+def _sample_report(args, out: OutputFolder) -> int:
     schema = args.graph_schema or default_schema(args.samples)
     specs = load_specs(schema)
     summary = SampleSummary(specs)
@@ -86,12 +133,10 @@ def sample_report(args) -> int:
         summary.add(subgraph, size, path)
         if args.max_records and summary.count >= args.max_records:
             break
-    first = args.samples.rsplit("/", 1)[0] if "/" in args.samples else "."
-    out_dir = make_output_dir("--output_dir", args.output_dir or os.path.join(first, "stats"))
     if summary.count == 0:  # a finished output with no record (e.g. no seed): 0 subgraphs
-        return empty_sample_report(args, schema, out_dir)
+        return empty_sample_report(args, schema, out)
     data = {"samples": args.samples, "schema": schema, **summary.to_json()}
-    json_path = write_json(out_dir, "summary.json", data)
+    write_json(out, "summary.json", data)
     b = data["bytes"]
     print(f"samples: {args.samples} ({data['files']} files, schema {schema})")
     print(
@@ -115,30 +160,42 @@ def sample_report(args) -> int:
         if cov["coverage"] < 1.0
     ]
     print("feature coverage: " + ("100% everywhere" if not partial else ", ".join(partial)))
-    print(f"json:    {json_path}")
+    print(f"json:    {out.shown('summary.json')}")
     if not args.no_plots:
-        paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out_dir), out_dir)
+        paths = _plots(
+            lambda: render.size_histograms(summary.size_arrays(), out.local), out.folder
+        )
         if paths:
-            print(f"png:     {len(paths)} histograms in {out_dir} (hist_*.png)")
+            print(f"png:     {len(paths)} histograms in {out.folder} (hist_*.png)")
     return 0
 
 
-def empty_sample_report(args, schema: str, out_dir: str) -> int:
+def empty_sample_report(args, schema: str, out: OutputFolder) -> int:
     """summary.json and the lines of an output that holds no record."""
     count_files = len(sample_files(args.samples))
     data = {"samples": args.samples, "schema": schema, "files": count_files, "count": 0}
-    json_path = write_json(out_dir, "summary.json", data)
+    write_json(out, "summary.json", data)
     print(f"samples: {args.samples} ({count_files} files, schema {schema})")
     print("subgraphs: 0 (the files hold no record)")
-    print(f"json:    {json_path}")
+    print(f"json:    {out.shown('summary.json')}")
     return 0
 
 
 def partition_report(args) -> int:
     report = partition_stats(args.partition)
     folder = os.path.dirname(find_config(args.partition))
-    out_dir = make_output_dir("--output_dir", args.output_dir or os.path.join(folder, "stats"))
-    json_path = write_json(out_dir, "partition_stats.json", report)
+    out = OutputFolder(args.output_dir or os.path.join(folder, "stats"))
+    try:
+        code = _partition_report(args, report, out)
+        out.publish()
+        return code
+    finally:
+        if out.remote:
+            shutil.rmtree(out.local, ignore_errors=True)
+
+
+def _partition_report(args, report: dict, out: OutputFolder) -> int:
+    write_json(out, "partition_stats.json", report)
     print(f"partition: {report['config']} ({report['num_parts']} parts)")
     if report["missing_parts"]:
         print(f"note: {missing_line(report)}")
@@ -158,14 +215,13 @@ def partition_report(args) -> int:
         )
     if not report["matches_json_maps"]:
         print("warning: inner node/edge counts differ from the JSON's node_map/edge_map")
-    print(f"json:    {json_path}")
+    print(f"json:    {out.shown('partition_stats.json')}")
     if not args.no_plots:
         paths = _plots(
-            lambda: [render.partition_chart(report, os.path.join(out_dir, "partition_stats.png"))],
-            out_dir,
+            lambda: [render.partition_chart(report, out.path("partition_stats.png"))], out.folder
         )
         if paths:
-            print(f"png:     {paths[0]}")
+            print(f"png:     {out.shown('partition_stats.png')}")
     return 0
 
 

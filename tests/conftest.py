@@ -53,3 +53,16 @@ def gs_python() -> Path:
             pytrace=False,
         )
     return venv / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def gcs_emulator():
+    """A real GCS JSON API server (gcp-storage-emulator) on a free loopback port, with a
+    temporary data folder and the bucket `graphs`; stopped after the module (tests/gcs_emulator.py)."""
+    from tests.gcs_emulator import GcsEmulator
+
+    emulator = GcsEmulator().start()
+    try:
+        yield emulator
+    finally:
+        emulator.close()

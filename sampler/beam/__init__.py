@@ -4,6 +4,10 @@ Exported lazily, so that importing one transform module (say, the partition stag
 not import the sampling stage.
 """
 
+from sampler.io import gcs
+
+gcs.prepare()  # in SDK workers too: an emulator's anonymous access, bounded GCS retries
+
 __all__ = ["SampleGraphTensors", "SampledExamples", "SamplingOptions"]
 
 

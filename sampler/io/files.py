@@ -53,6 +53,9 @@ def _filesystems():
     """Beam's FileSystems, imported on first use (apache_beam is heavy and kernels avoid it)."""
     from apache_beam.io.filesystems import FileSystems
 
+    from sampler.io import gcs
+
+    gcs.prepare()  # an emulator's anonymous access, bounded retries (before a GCS client)
     return FileSystems
 
 
@@ -174,7 +177,11 @@ def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
     if not has_scheme(pattern):
         return [path for path, _, _ in _local_match(pattern)]
-    return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+    try:
+        return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
+        _raise_if_unreachable(pattern, e)
+        raise
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -197,7 +204,7 @@ def _match_one(pattern: str) -> list[tuple[str, int]]:
         else:
             listed = [(path, size) for path, size, _ in _local_match(pattern)]
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
-        raise UserError(f"cannot list table files '{pattern}': {_first_line(e)}") from e
+        raise UserError(f"cannot list table files '{pattern}': {_reason(pattern, e)}") from e
     return [(path, size) for path, size in listed if not _is_local_dir(path)]
 
 
@@ -215,9 +222,15 @@ def expand_files(pattern: str, allow_empty: bool = False) -> list[str]:
                 f"table files '{pattern}': the shard count after '@' must be at least 1"
             )
         found = []
+        # On gs:// and friends one listing of every shard (a match per name costs a few
+        # requests each); locally a check per name.
+        listed = dict(_match_one(f"{base}-*-of-{count:05d}")) if has_scheme(base) else None
         for index in range(count):
             name = shard_name(base, index, count)
-            match = _match_one(name)
+            if listed is not None:
+                match = [(name, listed[name])] if name in listed else []
+            else:
+                match = _match_one(name)
             if not match:
                 raise UserError(f"table files '{pattern}': shard '{name}' does not exist")
             found.append(match[0])
@@ -283,6 +296,18 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def _reason(path: str, error: BaseException) -> str:
+    """Why a call on `path` failed, in a few words: for gs:// and friends a lost connection
+    reads 'cannot reach SERVER: CAUSE (retried ...)' (sampler.io.gcs), else the first line."""
+    if has_scheme(path):
+        from sampler.io import gcs
+
+        reason = gcs.network_reason(error)
+        if reason:
+            return reason
+    return _first_line(error)
+
+
 def open_stream(path: str):
     """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
     return _local_open(path) if _native(path) else _filesystems().open(path)
@@ -293,7 +318,7 @@ def open_file(path: str):
     try:
         return open_stream(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
-        raise UserError(f"{path}: cannot open: {_first_line(e)}") from e
+        raise UserError(f"{path}: cannot open: {_reason(path, e)}") from e
 
 
 def create_file(path: str):
@@ -301,7 +326,7 @@ def create_file(path: str):
     try:
         return _create(path)
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
-        raise UserError(f"{path}: cannot create: {_first_line(e)}") from e
+        raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
 
 
 def _create(path: str):
@@ -375,6 +400,12 @@ class _PythonWrites:
 
 def write_error(path: str, error: BaseException) -> UserError:
     """'cannot write the output PATH: REASON'; a full disk reads 'no space left on device'."""
+    if has_scheme(path):
+        from sampler.io import gcs
+
+        reason = gcs.network_reason(error)
+        if reason:
+            return UserError(f"cannot write the output {path}: {reason}")
     return UserError(f"cannot write the output {path}: {os_reason(error)}")
 
 
@@ -400,7 +431,7 @@ def stat_files(paths: list[str]) -> list[tuple[str, int, float | None]]:
     try:
         results = _filesystems().match(list(paths))
     except Exception as e:  # Beam raises BeamIOError and friends; report one line.
-        raise UserError(f"cannot list files '{paths[0]}'...: {_first_line(e)}") from e
+        raise UserError(f"cannot list files '{paths[0]}'...: {_reason(paths[0], e)}") from e
     out = []
     for result in results:
         for metadata in result.metadata_list:
@@ -413,7 +444,20 @@ def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
     if not has_scheme(path):
         return os.path.exists(path)
-    return _filesystems().exists(path)
+    try:
+        return _filesystems().exists(path)
+    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
+        _raise_if_unreachable(path, e)
+        raise
+
+
+def _raise_if_unreachable(path: str, error: BaseException) -> None:
+    """UserError 'PATH: cannot reach SERVER: CAUSE ...' when `error` is a lost connection."""
+    from sampler.io import gcs
+
+    reason = gcs.network_reason(error)
+    if reason:
+        raise UserError(f"{path}: {reason}") from error
 
 
 def delete(paths: list[str]) -> None:

@@ -13,6 +13,7 @@ under a file lock (`machine_copy`), and mapped from there by every process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -200,6 +201,24 @@ def open_graph(folder: str) -> DenseGraph:
     return DenseGraph(nodes, adjacency, dict(manifest["dropped_edges"]))
 
 
+def _machine_copy_path(folder: str, root: str | None = None) -> str:
+    root = root or os.path.join(tempfile.gettempdir(), "beam-graph-snapshots")
+    return os.path.join(root, hashlib.sha256(folder.encode()).hexdigest()[:20])
+
+
+def remove_machine_copy(folder: str, root: str | None = None) -> None:
+    """Removes this machine's copy of the remote snapshot `folder` (and its lock file), if any:
+    once the run has sampled, nothing maps it again (a mapping already open stays valid)."""
+    if not files.has_scheme(folder):
+        return
+    local = _machine_copy_path(folder, root)
+    shutil.rmtree(local, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.remove(local + ".lock")
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(local))  # the snapshots folder, when no other run's is there
+
+
 def machine_copy(folder: str, root: str | None = None) -> str:
     """A local folder holding the snapshot `folder`: itself when it is local, else a copy made
     once per machine (under a file lock) in `root` (default: the temp dir)."""
@@ -207,9 +226,8 @@ def machine_copy(folder: str, root: str | None = None) -> str:
         return folder
     import fasteners  # Beam's own dependency; only remote snapshots need it
 
-    root = root or os.path.join(tempfile.gettempdir(), "beam-graph-snapshots")
-    os.makedirs(root, exist_ok=True)
-    local = os.path.join(root, hashlib.sha256(folder.encode()).hexdigest()[:20])
+    local = _machine_copy_path(folder, root)
+    os.makedirs(os.path.dirname(local), exist_ok=True)
     with fasteners.InterProcessLock(local + ".lock"):
         if os.path.exists(os.path.join(local, MANIFEST)):
             return local

@@ -160,7 +160,8 @@ class RemoveSnapshot(beam.DoFn):
     def __init__(self, folder: str):
         self._folder = folder
 
-    def process(self, _, _snapshot: str, _sampled: int):
+    def process(self, _, snapshot: str, _sampled: int):
+        graph_store.remove_machine_copy(snapshot)  # a remote snapshot's copy on this machine
         if not files.has_scheme(self._folder):
             shutil.rmtree(self._folder, ignore_errors=True)
         elif FileSystems.exists(self._folder.rstrip("/") + "/"):

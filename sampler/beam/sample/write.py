@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from sampler.io import tfrecord
+from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
 
 NAMESPACE = "sampler"
@@ -92,10 +92,14 @@ class WriteRecordShards(beam.PTransform):
             final = self._paths[shard]
             temp = FileSystems.join(self._temp_dir, "shard-" + final.rsplit("/", 1)[-1])
             try:
-                if all(not has_scheme(p) for p in [final, temp, *(p for *_, p in parts)]):
+                sources = [path for _, _, path in parts]
+                if all(not has_scheme(p) for p in [final, temp, *sources]):
                     os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
-                    _concat_local(temp, [path for _, _, path in parts])
+                    _concat_local(temp, sources)
                     os.replace(temp, final)
+                elif gcs.can_compose(final, sources):  # no bytes through here; whole or none
+                    scratch = f"{sources[0].rsplit('/', 1)[0]}/compose-{shard:05d}"  # temp
+                    gcs.compose(final, sources, scratch)
                 else:
                     with FileSystems.create(temp) as out:
                         for _, _, path in parts:
