@@ -131,15 +131,15 @@ def check_output(
 def _listing(output_dir: str, patterns: list[str]) -> list[str]:
     """The files directly in `output_dir` and anywhere under the folders that hold files of
     `patterns` (input_checks.owned_folders), relative to it."""
+    folders = input_checks.owned_folders(patterns)
     if has_scheme(output_dir):
         base = output_dir.rstrip("/") + "/"
         listed = [p[len(base) :] for p in _match(base + "**") if p.startswith(base)]
-        # As on disk: only the files directly in it and under its OWNED_FOLDERS.
-        return [r for r in listed if "/" not in r or OWNED_FOLDERS.fullmatch(r.split("/")[0])]
+        # As on disk: only the files directly in it and under its owned folders.
+        return [r for r in listed if "/" not in r or folders.fullmatch(r.split("/")[0])]
     top = output_dir or "."
     if not os.path.isdir(top):
         return []
-    folders = input_checks.owned_folders(patterns)
     out = []
     for name in sorted(os.listdir(top)):
         path = os.path.join(top, name)

@@ -162,9 +162,7 @@ def _sample_report(args, out: OutputFolder) -> int:
     print("feature coverage: " + ("100% everywhere" if not partial else ", ".join(partial)))
     print(f"json:    {out.shown('summary.json')}")
     if not args.no_plots:
-        paths = _plots(
-            lambda: render.size_histograms(summary.size_arrays(), out.local), out.folder
-        )
+        paths = _plots(lambda: render.size_histograms(summary.size_arrays(), out.local), out.folder)
         if paths:
             print(f"png:     {len(paths)} histograms in {out.folder} (hist_*.png)")
     return 0
