@@ -196,6 +196,8 @@ def parse(
 # ------------------------------------------------------------------------------- runners
 
 IN_MEMORY = "InMemory"  # pipelines.sample_in_memory / partition_in_memory: no Beam
+# --runner values that run on this machine through pipelines.local_runner (Beam's FnApiRunner).
+LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 # --direct_num_workers: 0 is one per CPU; more workers than this only thrash a machine.
 MAX_LOCAL_WORKERS = 256
 # Options of the local runner (Beam's DirectOptions): a remote runner ignores them.
@@ -208,8 +210,6 @@ def check_runner(name: str | None) -> None:
     """UserError unless --runner `name` is InMemory, the local runner, a runner Beam knows
     by name (as Beam's create_runner looks it up: any case, `Runner` optional) or an
     importable `module.Class`. Beam itself says so only when the pipeline runs."""
-    from pipelines.runner import LOCAL_RUNNERS
-
     if name in LOCAL_RUNNERS or name == IN_MEMORY:
         return
     if "." in name:

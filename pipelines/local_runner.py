@@ -10,7 +10,7 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from pipelines import resources, sdk_fork_server, streamed_inputs, worker_deaths
 from pipelines.interrupts import WorkerDied
-from pipelines.runner import FORK_WORKERS, worker_log_path
+from pipelines.worker_logs import FORK_WORKERS, worker_log_path
 from sampler.partition import adjacency_cache
 
 # Beam's error when a worker process's gRPC stream ends in the middle of a bundle.

@@ -251,7 +251,10 @@ def main_body(argv) -> None:
     start = time.time()
     args, beam_args = parse_args(argv)
     if args.runner == partition_in_memory.IN_MEMORY:
-        partition_in_memory.main(argv, args, beam_args, start)
+        hooks = partition_in_memory.PartitionCli(
+            make_config, check_output, owned_outputs, remove_interrupted_run, print_summary
+        )
+        partition_in_memory.main(argv, args, beam_args, start, hooks)
         return
     from pipelines.resources import resource_lines, run_resources
     from pipelines.runner import submit

@@ -9,9 +9,11 @@ A graph estimated to need more than --memory_mb is refused in one line.
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import sys
 import time
+from collections.abc import Callable
 
 from pipelines import accounting
 from pipelines.interrupts import check_interrupted, memory_limit_words, process_limit_mb
@@ -86,10 +88,20 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main(argv, args, beam_args, start: float) -> None:
-    """The CLI body for --runner InMemory (`args`: pipelines.partition's parsed flags)."""
-    from pipelines import partition as cli
+@dataclasses.dataclass(frozen=True)
+class PartitionCli:
+    """What the body takes from pipelines.partition, handed in by it (this module never imports
+    its CLI back: no import circle)."""
 
+    make_config: Callable
+    check_output: Callable
+    owned_outputs: Callable
+    remove_interrupted_run: Callable
+    print_summary: Callable
+
+
+def main(argv, args, beam_args, start: float, cli: PartitionCli) -> None:
+    """The CLI body for --runner InMemory (`args`: pipelines.partition's parsed flags)."""
     # Beam flags were refused with the other flags this runner ignores (pipelines.flags).
     graph = load_graph(args.graph_schema)
     config = cli.make_config(args, graph)  # type-name and feature-name checks before running

@@ -13,11 +13,10 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from pipelines import output_lock
-from pipelines.flags import MAX_OUTPUT_SHARDS
+from pipelines.flags import LOCAL_RUNNERS, MAX_OUTPUT_SHARDS
 from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: pipelines.runner's names)
     SIGNALS,
     Interrupt,
@@ -32,16 +31,13 @@ from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: p
     print_line,
     signal_name,
 )
+from pipelines.worker_logs import WORKER_LOGGERS, worker_log_path
 from sampler.errors import UserError
 from sampler.io import gcs
 
 if TYPE_CHECKING:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
-
-LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
-# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
-FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 
 def make_runner(name: str | None):
@@ -216,21 +212,6 @@ def check_gcp_credentials(argv: list[str]) -> None:
         raise UserError(
             f"no Google Cloud credentials for gs:// or Dataflow ({reason}): {LOGIN_HINT}"
         ) from None
-
-
-# Where local SDK workers' logs arrive: multi-process workers send every record, with its
-# stack trace, through the job service's logger; in-process workers log under runners.worker;
-# the runner logs there the errors of closing worker processes that already ended (a Ctrl-C).
-WORKER_LOGGERS = (
-    "apache_beam.runners.portability.local_job_service",
-    "apache_beam.runners.worker",
-    "apache_beam.runners.portability.fn_api_runner.worker_handlers",
-)
-
-
-def worker_log_path() -> str:
-    """The file that takes local workers' log records for this process's run."""
-    return os.path.join(tempfile.gettempdir(), f"beam_graph_workers_{os.getpid()}.log")
 
 
 INTERRUPTED_EXIT = exit_code(signal.SIGINT)  # 130, as a shell reports a Ctrl-C

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import array
 import gc
+import importlib
 import json
 import os
+import pkgutil
 import selectors
 import shlex
 import shutil
@@ -95,13 +97,19 @@ class ForkServer:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+# What every SDK worker of this project imports, once, here: Beam's worker and every module
+# of the project's transforms (what the workers unpickle), by name. Never the CLIs: they
+# import this module (through the local runner), and the import graph has no circle.
+PRELOAD_PACKAGES = ("sampler.beam",)  # sampler.beam first: gcs.prepare before any GCS client
+
+
 def _preload() -> None:
-    """What every SDK worker of this project imports: once, here."""
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
 
-    import pipelines.partition  # noqa: F401
-    import pipelines.sample  # noqa: F401
-    import sampler.beam  # noqa: F401  (sampler.io.gcs.prepare: before any GCS client)
+    for package in PRELOAD_PACKAGES:
+        module = importlib.import_module(package)
+        for info in pkgutil.walk_packages(module.__path__, f"{package}."):
+            importlib.import_module(info.name)
 
 
 def _receive(conn: socket.socket) -> tuple[dict, int]:

@@ -1,0 +1,45 @@
+"""`python -m sampler.jit_warm`: compiles (or loads from the cache) every compiled kernel,
+so that no run pays for it; docker/Dockerfile runs it at build time. Apart from sampler/jit.py,
+which every kernel module imports (no import circle)."""
+
+from __future__ import annotations
+
+
+def cache_dir() -> str:
+    from sampler import jit  # chooses the cache folder before numba loads
+
+    return jit.numba.config.CACHE_DIR or "the source tree"
+
+
+def warm() -> list[str]:
+    """Compiles (or loads) every kernel for the argument types the runs use; returns their
+    names. `python -m sampler.jit_warm` runs it: docker/Dockerfile warms the image's cache so."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sampler import ids, ids_jit
+    from sampler.sample import assemble_jit, choose_jit
+    from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+
+    ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
+    start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
+    stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
+    for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
+        choose_jit.choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)
+    sample, row = np.array([0, 0, 1], np.int64), np.array([1, 0, 1], np.int64)
+    for n_rows in (2, 1 << 20):  # the bitmap and the stamps
+        bounds, rows = assemble_jit.unique_rows(sample, row, 2, n_rows)
+    local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
+    assemble_jit.find(bounds, rows, local, sample, row, 2)
+    assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
+    modules = (ids_jit, choose_jit, assemble_jit)
+    return sorted(
+        f"{m.__name__}.{name}"
+        for m in modules
+        for name, v in vars(m).items()
+        if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
+    )
+
+
+if __name__ == "__main__":
+    print(f"compiled kernels ready in {cache_dir()}: {warm()}")
