@@ -25,7 +25,7 @@ from apache_beam.metrics import Metrics
 from sampler import shards
 from sampler.batches import SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
-from sampler.sample.assemble import assemble, lookup_rows
+from sampler.sample.assemble import assemble_chunks, lookup_rows
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
@@ -313,8 +313,8 @@ class AssembleExamples(beam.PTransform):
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
-            subgraphs = assemble(self._graph, self._plan, seeds, nodes, edges, counters)
-            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
+            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
 
     def expand(self, pieces):
