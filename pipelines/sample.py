@@ -240,7 +240,7 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
 
     picked = placement(graph, config, plan)
     num_shards, num_buckets = config.num_shards, config.num_buckets
-    if picked == "sharded" and config.graph_placement == "auto":
+    if picked == "sharded":
         bound = sharded_bound_flags(graph, plan, config)
         num_shards, num_buckets = bound.num_shards, bound.num_buckets
     options = SamplingOptions(
@@ -261,8 +261,8 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
 
 
 def sharded_bound_flags(graph, plan: SamplingPlan, config: SampleConfig):
-    """--graph_placement auto picked `sharded`: --num_shards and --num_buckets raised until the
-    largest SDK process fits --worker_memory_mb (sampler.tools.sharded_bound); says which."""
+    """The `sharded` placement: --num_shards and --num_buckets raised until the largest SDK
+    process fits --worker_memory_mb (sampler.tools.sharded_bound); says which."""
     whole_bytes, _ = graph_tables.size_estimates(graph)
     seeds = sharded_bound.count_seeds(
         graph, plan, config.input_seeds, config.negatives_per_seed or 0

@@ -2,9 +2,9 @@
 
 The same MAG-shaped graph (128-dim paper features, TFRecord, MAG's SamplingSpec) at growing
 sizes with the seeds growing with it (papers / 10), the local runner in multi-process mode with
-2 SDK worker processes, `worker` beside `sharded`; `sharded` runs as `--graph_placement auto`
-with a --worker_memory_mb that only it fits (below what `worker` needs at the largest size), so
-the flags it chose (`--num_shards`, `--num_buckets`, printed by the run) are the bound. Per run:
+2 SDK worker processes, `worker` beside `sharded`; `sharded` runs with a --worker_memory_mb
+below what `worker` needs at the largest size, and the flags it chose for that budget
+(`--num_shards`, `--num_buckets`, printed by the run) are the bound. Per run:
 wall, CPU seconds of the process tree (getrusage of the reaped run), CPU per record, the largest
 SDK worker's peak RSS and the runner's.
 
@@ -97,7 +97,7 @@ def main() -> None:
                 f"--direct_num_workers={args.workers}",
             ]
             if placement == "sharded":
-                flags += ["--graph_placement", "auto", "--worker_memory_mb", str(args.budget_mb)]
+                flags += ["--graph_placement", "sharded", "--worker_memory_mb", str(args.budget_mb)]
             out_dir = os.path.join(args.work_dir, "out", f"sharded_bench_{placement}_{size}")
             shutil.rmtree(out_dir, ignore_errors=True)
             os.makedirs(out_dir)

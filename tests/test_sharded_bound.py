@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from pipelines import estimate as estimate_cli
 from pipelines import worker_buffers
 from sampler.errors import UserError
 from sampler.tools import sharded_bound as sb
@@ -92,3 +93,20 @@ def test_a_small_budget_picks_sharded_with_raised_flags_and_the_same_records(
     assert auto == worker
     assert len(auto) == 60
     assert sorted(auto) == sorted(oracle_records(schema, spec, seed=5))
+
+
+def test_estimate_prints_the_sharded_flags_for_a_budget(graph, capsys):
+    """`estimate --worker_memory_mb` prints the flags that bound a `sharded` process within the
+    budget (its modelled peak at most the budget), or one line that none do."""
+    schema, spec = graph
+    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--probe_seeds", "0"]
+    argv += ["--stats_cache", "none", "--progress_interval", "0"]
+    assert estimate_cli.main([*argv, "--worker_memory_mb", "490"]) == 0
+    out = capsys.readouterr().out
+    line = re.search(r"sharded flags: --num_shards (\d+) --num_buckets (\d+) \(largest SDK"
+                     r" process ~(\d+) MB modelled, within --worker_memory_mb 490", out)  # fmt: skip
+    assert line, out
+    assert int(line[1]) >= 32 and int(line[2]) >= 32
+    assert sb.SHARDED_BASE_GB * 1e9 / MB <= int(line[3]) <= 490
+    assert estimate_cli.main([*argv, "--worker_memory_mb", "300"]) == 0
+    assert "sharded flags: none fit: --worker_memory_mb 300 is below" in capsys.readouterr().out
