@@ -19,8 +19,7 @@ defaults.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+from sampler import memory
 
 STREAM_FLUSH_BYTES = 1 << 20  # an output stream is sent once it holds this many bytes
 SEND_QUEUE_BYTES = 16 << 20  # each of the two send queues
@@ -37,7 +36,7 @@ def bound() -> None:
     defaults = list(init.__defaults__)
     defaults[2] = STREAM_FLUSH_BYTES  # (close_callback, flush_callback, size_flush_threshold, ...)
     init.__defaults__ = tuple(defaults)
-    libc = _glibc()
+    libc = memory.glibc()
     if libc is None:
         return
     libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
@@ -55,13 +54,3 @@ def bound() -> None:
 
     trimmed._trims = True
     bundle_processor.BundleProcessor.process_bundle = trimmed
-
-
-def _glibc():
-    """glibc, or None where the C library is another (its allocator keeps its own arenas)."""
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        return libc if libc is not None and hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None

@@ -28,7 +28,7 @@ def test_the_flags_grow_with_the_graph_and_the_seeds_so_the_modelled_peak_stays_
         peaks.append(got.process_gb)
         # independent of the module's own arithmetic: the peak model written out
         shard = 3.1 * scale * 0.5e9 / got.num_shards
-        bucket = 5.0 * scale * 20_000 * 150e3 / got.num_buckets
+        bucket = 12.0 * scale * 20_000 * 150e3 / got.num_buckets
         assert 0.5 + (shard + bucket) / 1e9 <= budget_mb * MB / 1e9
     assert flags[0][0] >= 32 and flags[-1][0] > flags[0][0] and flags[-1][1] > flags[0][1]
     assert flags == sorted(flags)  # never fewer keys for a larger graph
@@ -83,7 +83,7 @@ def test_a_small_budget_picks_sharded_with_raised_flags_and_the_same_records(
     chosen = re.search(r"sharded flags: --num_shards (\d+) --num_buckets (\d+)", out)
     assert chosen, out
     shards, buckets = chosen.groups()
-    assert int(buckets) > 1  # 60 seeds of ~150 KB records x 5 do not fit ~20 MB; the tables do
+    assert int(buckets) > 1  # 60 seeds of ~150 KB records x 12 do not fit ~20 MB; the tables do
     run_pipeline(
         schema, spec, f"{tmp_path}/worker/samples@2", "--graph_placement", "worker",
         "--num_shards", shards, "--num_buckets", buckets, "--seed", "5",

@@ -8,7 +8,7 @@ placement, round 2"):
 - a fixed part, SHARDED_BASE_GB: Python, Beam, numpy and pyarrow, the data plane's buffers
   (bounded by `pipelines.worker_buffers`), the reading of one table file's batches;
 - one node shard's adjacency or rows at a time: RSS_PER_TABLE_BYTE x the tables / --num_shards;
-- one bucket's pieces in the assembly (packed, unpacked, assembled, encoded): about
+- one bucket's pieces in the assembly (packed, unpacked, expanded, assembled, encoded): about
   BUCKET_BYTES_PER_RECORD_BYTE x the records of a bucket, seeds x record bytes / --num_buckets.
 
 The budget left above the fixed part is split in halves between the two; each flag is raised
@@ -26,7 +26,7 @@ from sampler.errors import UserError
 from sampler.tools.placement_cost import GB, RSS_PER_TABLE_BYTE
 
 SHARDED_BASE_GB = 0.5  # a `sharded` SDK process's fixed part (see above)
-BUCKET_BYTES_PER_RECORD_BYTE = 5.0  # a bucket's working set per byte of its records
+BUCKET_BYTES_PER_RECORD_BYTE = 12.0  # a bucket's working set per byte of its records
 # A record's bytes where the sample CLI has no estimate (pipelines.estimate has one): MAG's
 # spec with 128-dim paper features, 140 KB measured (20k papers, 2k seeds: 279 MB of records).
 DEFAULT_RECORD_BYTES = 150e3

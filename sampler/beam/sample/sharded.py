@@ -27,6 +27,7 @@ from apache_beam.metrics import Metrics
 from sampler import shards
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
+from sampler.memory import release_free_memory
 from sampler.sample.assemble import assemble_chunks, lookup_rows
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.encode_chunk import encode_chunk
@@ -342,6 +343,8 @@ class AssembleExamples(beam.PTransform):
             chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
             yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
+            del seeds, nodes, edges, chunks
+            release_free_memory()  # a bundle assembles many buckets (sampler.memory)
 
     def expand(self, pieces):
         return (
