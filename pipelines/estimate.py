@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from pipelines import cli, flags
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
+from sampler.errors import UserError
 from sampler.ids import fingerprint
 from sampler.io import files, graph_tables
 from sampler.io.graph_tables import read_seed_ids
@@ -48,6 +49,7 @@ from sampler.tools.degree_stats import BottomK, degree_stats
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
 from sampler.tools.placement_cost import cost_lines, placement_costs
 from sampler.tools.probe import mixed, probe_pairs, run_link_probe, run_probe
+from sampler.tools.sharded_bound import sharded_flags
 
 
 def parse_args(argv):
@@ -72,6 +74,13 @@ def parse_args(argv):
         "--target_minutes", type=float, default=60.0, help="Wall time to size Dataflow for."
     )
     parser.add_argument("--num_shards", type=int, default=32, help="The run's --num_shards.")
+    parser.add_argument(
+        "--worker_memory_mb",
+        type=float,
+        default=4096,
+        help="The run's --worker_memory_mb: the --num_shards and --num_buckets that bound a"
+        " `sharded` SDK process within it are printed (sampler/tools/sharded_bound.py).",
+    )
     parser.add_argument(
         "--stats_cache",
         default="auto",
@@ -174,6 +183,17 @@ def main_body(argv) -> int:
     costs = placement_costs(whole, topology, result.total_bytes, workers.vcpu_seconds)
     for line in cost_lines(costs):
         print(line)
+    try:
+        bound = sharded_flags(
+            whole,
+            result.num_seeds,
+            args.worker_memory_mb,
+            record_bytes=result.bytes_per_subgraph,
+            num_shards=args.num_shards,
+        )
+        print(f"  {bound.line()}")
+    except UserError as e:
+        print(f"  sharded flags: none fit: {e}")
     if args.json:
         data = result.to_json()
         data["degree_model"] = model.to_json()

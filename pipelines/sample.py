@@ -33,6 +33,7 @@ from sampler.sample.link import SHARDED_LINKS, link_output_schema
 from sampler.sample.plan import EDGE, NODE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
+from sampler.tools import sharded_bound
 from sampler.tools.placement_cost import process_gb
 
 if TYPE_CHECKING:
@@ -236,12 +237,17 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
     temporary folder (the `worker` placement's graph snapshot goes there)."""
     from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
 
+    picked = placement(graph, config, plan)
+    num_shards, num_buckets = config.num_shards, config.num_buckets
+    if picked == "sharded":
+        bound = sharded_bound_flags(graph, plan, config)
+        num_shards, num_buckets = bound.num_shards, bound.num_buckets
     options = SamplingOptions(
         Randomness(config.seed),
-        placement(graph, config, plan),
+        picked,
         config.input_seeds,
-        config.num_shards,
-        config.num_buckets,
+        num_shards,
+        num_buckets,
         config.max_bad_records,
         config.negatives_per_seed,
         config.keep_seed_edges,
@@ -251,6 +257,24 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
     accounting.write_rejected_seeds(sampled.rejected_seeds, output_dir_of(config.output_samples))
     return sampled.batches
+
+
+def sharded_bound_flags(graph, plan: SamplingPlan, config: SampleConfig):
+    """The `sharded` placement: --num_shards and --num_buckets raised until the largest SDK
+    process fits --worker_memory_mb (sampler.tools.sharded_bound); says which."""
+    whole_bytes, _ = graph_tables.size_estimates(graph)
+    seeds = sharded_bound.count_seeds(
+        graph, plan, config.input_seeds, config.negatives_per_seed or 0
+    )
+    bound = sharded_bound.sharded_flags(
+        whole_bytes,
+        seeds,
+        config.worker_memory_mb,
+        num_shards=config.num_shards,
+        num_buckets=config.num_buckets,
+    )
+    print(bound.line())  # stdout, beside the `graph placement:` line
+    return bound
 
 
 def output_dir_of(output_samples: str) -> str:

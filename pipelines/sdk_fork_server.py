@@ -141,6 +141,9 @@ def _run_worker(env: dict, stderr_fd: int) -> None:
         os.environ.update(env)
         from apache_beam.runners.worker import sdk_worker_main
 
+        from pipelines import worker_buffers
+
+        worker_buffers.bound()
         sdk_worker_main.main([])
         code = 0
     except SystemExit as e:

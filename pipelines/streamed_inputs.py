@@ -76,7 +76,8 @@ def chunked_partition(partition):
         coder, key_coder = self._post_grouped_coder.get_impl(), self._key_coder.get_impl()
         parts: list[list[bytes]] = [[] for _ in range(n)]
         streams = [create_OutputStream() for _ in range(n)]
-        for index, (encoded_key, values) in enumerate(self._table.items()):
+        for index, encoded_key in enumerate(list(self._table)):
+            values = self._table.pop(encoded_key)  # each key's values freed once encoded
             part = index % n
             for element in elements(key_coder.decode(encoded_key), values):
                 coder.encode_to_stream(element, streams[part], True)

@@ -40,7 +40,7 @@ def test_machines_one_process_per_vcpu_then_one_per_vm_then_none():
     assert worker.cost_usd == pytest.approx(0.056 + 4 * 0.003557 + 1.0 * 0.011)
     assert small["topology"].vcpu_hours == pytest.approx(1.4)
     assert small["topology"].snapshot_gb == 0.0
-    assert small["sharded"].shuffle_gb == pytest.approx(25.0)
+    assert small["sharded"].shuffle_gb == pytest.approx(22.0)
     # 60 GB of tables: the builder needs 120.6 GB; n2-highmem-16 (128 GB) would need
     # 120.6 + 15 x 0.6 = 129.6, n2-highmem-32 (256 GB) 120.6 + 31 x 0.6 = 139.2
     worker = pc.placement_costs(60e9, 6e9, 10e9, 3600.0)[0]

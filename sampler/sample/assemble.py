@@ -13,11 +13,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.arrays import sorted_unique
+from sampler.arrays import expand_ranges, sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
-from sampler.sample.subgraph import Subgraph, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk, slice_subgraphs
 from sampler.schema import GraphInfo
 
 
@@ -105,6 +105,55 @@ def assemble(
     counters: collections.Counter,
 ) -> Iterator[Subgraph]:
     """Yields one Subgraph per seed in `seeds` (all samples of one bucket)."""
+    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
+    yield from slice_subgraphs(
+        seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters, keep=has_seed
+    )
+
+
+def assemble_chunks(
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    seeds: Seeds,
+    nodes: dict[str, list[SampleNodeRows]],
+    edges: dict[str, list[SampledEdges]],
+    counters: collections.Counter,
+    chunk_size: int = 512,
+) -> Iterator[SubgraphChunk]:
+    """`assemble`'s subgraphs as SubgraphChunks of up to `chunk_size` samples, in the same
+    order, for the chunk encoder (sampler.sample.encode_chunk: the same records); the
+    `subgraphs` counter is left to the encoder's caller."""
+    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
+    kept = np.flatnonzero(has_seed)
+    for start in range(0, len(kept), chunk_size):
+        part = kept[start : start + chunk_size]
+        chunk_nodes = {}
+        for name, (rows, bounds) in node_rows.items():
+            index, part_bounds = _sample_ranges(bounds, part)
+            chunk_nodes[name] = NodeRowsOfChunk(rows, index, part_bounds)
+        chunk_edges = {}
+        for name, (adj, features, bounds) in edge_rows.items():
+            index, part_bounds = _sample_ranges(bounds, part)
+            chunk_edges[name] = (
+                adj[:, index],
+                {f: col[index] for f, col in features.items()},
+                part_bounds,
+            )
+        yield SubgraphChunk(seeds.sample_id[part], seeds.seed_id[part], chunk_nodes, chunk_edges)
+
+
+def _sample_ranges(bounds: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row positions, bounds from 0) of the rows of `samples`, sample i owning rows
+    [bounds[i], bounds[i + 1])."""
+    lengths = (bounds[samples + 1] - bounds[samples]).astype(np.int64)
+    _, positions = expand_ranges(bounds[samples].astype(np.int64), lengths)
+    return positions, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
+    """(seeds in sample id order, node rows, edge rows, has seed) of one bucket: node set ->
+    (NodeBatch, bounds) and edge set -> ((2, n) local indices, features, bounds), rows grouped
+    by sample (sampler.sample.subgraph.slice_subgraphs)."""
     ids_ = seeds.sample_id.tolist()
     seeds = seeds.take(np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64))
     key_order = np.argsort(seeds.sample)
@@ -161,6 +210,4 @@ def assemble(
         features = {f: col[keep] for f, col in batch.features.items()}
         edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n_samples))
 
-    yield from slice_subgraphs(
-        seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters, keep=has_seed
-    )
+    return seeds, node_rows, edge_rows, has_seed

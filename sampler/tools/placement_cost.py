@@ -21,9 +21,13 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
   shuffles 0.45 to 0.96 x the output (the sampled topology to the fill, the feature rows
   back) and took 1.42 x, 1.61 x and 1.35 x the `worker` time.
 - `sharded` holds one node shard's adjacency and rows at a time (3.1 x tables / shards)
-  plus the frontier and bucket pieces: 1.49, 2.34 and 1.98 GB measured, within 0.6 GB +
-  1.8 GB; it shuffles 2.0 to 2.3 x the output and took 2.8 x, 3.9 x and 1.9 x the `worker`
-  time. The working sets grow with a bucket's seeds (seeds / --num_buckets).
+  plus the frontier and bucket pieces: 1.49, 2.34 and 1.98 GB measured before issue 30,
+  within 0.6 GB + 1.8 GB. The working sets grow with a bucket's seeds (seeds / --num_buckets):
+  a run now raises --num_buckets and --num_shards to fit --worker_memory_mb
+  (sampler/tools/sharded_bound.py; 0.74-0.81 GB measured at 50k-200k papers within 850 MB).
+  It shuffles 2.0 to 2.3 x the output (2.2 x at 200k papers, issue 30); its SDK workers took
+  4.2 x (100k) and 4.6 x (200k) the `worker` placement's SDK CPU (issue 30, loaded 2-core
+  VM; the local runner's own shuffle CPU left out, Dataflow's shuffle service does that).
 
 Table bytes here are TFRecord-equivalent (sampler.io.graph_tables.size_estimates scales CSV
 and Parquet files to the TFRecord bytes of the same rows). These are the runs after
@@ -52,8 +56,8 @@ WORKER_BUILD_PER_TABLE_BYTE = 2.0  # the process that builds the worker placemen
 SNAPSHOT_PER_TABLE_BYTE = 0.6  # the worker placement's snapshot, mapped once per machine
 TOPOLOGY_WORKING_SET_GB = 0.6  # topology's working set above worker's (see above)
 SHARDED_WORKING_SET_GB = 1.8  # sharded's frontier and bucket pieces (see above)
-SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.5}
-TIME_FACTOR = {"worker": 1.0, "topology": 1.4, "sharded": 1.9}
+SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.2}
+TIME_FACTOR = {"worker": 1.0, "topology": 1.4, "sharded": 4.6}
 VCPU_HOUR_USD = 0.056
 GB_HOUR_USD = 0.003557
 SHUFFLE_GB_USD = 0.011

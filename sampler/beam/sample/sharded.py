@@ -17,15 +17,18 @@ InducedInputs), never positional tuples.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import typing
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.batches import SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
-from sampler.sample.assemble import assemble, lookup_rows
+from sampler.memory import release_free_memory
+from sampler.sample.assemble import assemble_chunks, lookup_rows
 from sampler.sample.encode import encode_specs, encode_subgraph
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
@@ -178,7 +181,29 @@ class ToBuckets(beam.DoFn):
     def process(self, piece):
         self._sent.inc(len(piece.sample))
         for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
-            yield bucket, packed((self._kind, self._name, piece.take(index)))
+            part = piece.take(index)
+            if self._kind == NODES:
+                part = SharedNodeRows.of(part)
+            yield bucket, packed((self._kind, self._name, part))
+
+
+@dataclasses.dataclass
+class SharedNodeRows:
+    """SampleNodeRows of one bucket whose nodes travel once however many of its samples hold
+    them (a field of study in most subgraphs of a bucket): row i is `rows[inverse[i]]`. Cuts
+    the assembly's shuffle, the largest, by the repeats."""
+
+    sample: np.ndarray  # uint64
+    inverse: np.ndarray  # int64 into rows
+    rows: NodeBatch
+
+    @classmethod
+    def of(cls, piece: SampleNodeRows) -> SharedNodeRows:
+        _, first, inverse = np.unique(piece.rows.fp, return_index=True, return_inverse=True)
+        return cls(piece.sample, inverse.astype(np.int64), piece.rows.take(first))
+
+    def expanded(self) -> SampleNodeRows:
+        return SampleNodeRows(self.sample, self.rows.take(self.inverse))
 
 
 @beam.typehints.with_output_types(SampledEdges)
@@ -307,15 +332,19 @@ class AssembleExamples(beam.PTransform):
             seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
             received = collections.Counter()
             for kind, name, piece in map(unpacked, pieces):
-                {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
                 received[kind] += len(piece.sample)
+                if kind == NODES:
+                    piece = piece.expanded()
+                {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
             count_received(received)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
-            subgraphs = assemble(self._graph, self._plan, seeds, nodes, edges, counters)
-            yield from encoded_batches(bucket, subgraphs, self._specs, self._sizes)
+            chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
+            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
+            del seeds, nodes, edges, chunks
+            release_free_memory()  # a bundle assembles many buckets (sampler.memory)
 
     def expand(self, pieces):
         return (
