@@ -5,6 +5,7 @@ Each check runs in a fresh interpreter, so modules other tests loaded do not hid
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pkgutil
@@ -81,3 +82,102 @@ def test_the_check_sees_a_heavy_import():
 def test_cli_does_not_import_tensorflow(module):
     loaded = loaded_after_import([module])
     assert "tensorflow" not in loaded and "tensorflow_gnn" not in loaded, loaded
+
+
+# --- No import circle (issue 34) -------------------------------------------------------------
+
+
+def project_modules(root: Path) -> dict[str, Path]:
+    """Every module of the sampler and pipelines packages under `root`, by dotted name."""
+    modules = {}
+    for package in ("sampler", "pipelines"):
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """module -> the project modules it imports, read from its source: every import statement,
+    at the top or inside a function (a lazy import is still a dependency)."""
+    modules = project_modules(root)
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            edges.update(t for t in map(resolve, targets) if t and t != name)
+        graph[name] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    index, low, on_stack, stack, circles = {}, {}, set(), [], []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_the_project_has_no_import_circle():
+    circles = import_circles(import_graph(ROOT))
+    assert circles == [], f"import circles: {circles}"
+
+
+def test_the_circle_check_finds_a_circle(tmp_path):
+    # Three modules in a ring (one import lazy, inside a function) and one outside it.
+    (tmp_path / "sampler").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "sampler" / "__init__.py").write_text("")
+    (tmp_path / "pipelines" / "__init__.py").write_text("")
+    (tmp_path / "sampler" / "a.py").write_text("from sampler import b\n")
+    (tmp_path / "sampler" / "b.py").write_text("import pipelines.c\n")
+    (tmp_path / "pipelines" / "c.py").write_text("def f():\n    from sampler.a import x\n")
+    (tmp_path / "pipelines" / "d.py").write_text("from sampler.a import y\n")
+    graph = import_graph(tmp_path)
+    assert graph["pipelines.d"] == {"sampler.a"}
+    assert import_circles(graph) == [["pipelines.c", "sampler.a", "sampler.b"]]
