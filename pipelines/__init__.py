@@ -7,7 +7,7 @@ import sys
 # Run as a program (python -m pipelines.X, or an installed script): a Ctrl-C, SIGTERM or SIGHUP
 # while the CLI's modules still import (seconds: Beam, Arrow) ends in one line and exit
 # 128 + the signal, not a traceback (or, for SIGTERM and SIGHUP, no line at all); nothing is
-# written yet. pipelines.runner.run_main takes over once the CLI body runs, and hands back
+# written yet. pipelines.runtime.runner.run_main takes over once the CLI body runs, and hands back
 # once it has ended (RUN_ENDED): a signal then ends the exiting process in one line too.
 _SCRIPTS = {"-m", "beam-graph", "graph_sampler", "graph_partition"}
 _WORDS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}

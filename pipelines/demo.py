@@ -16,7 +16,7 @@ import numpy as np
 
 from pipelines import cli
 from pipelines import sample as sample_cli
-from pipelines.runner import run_main
+from pipelines.runtime.runner import run_main
 from sampler.io import tfrecord
 from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.schema import load_graph

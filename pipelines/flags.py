@@ -196,7 +196,7 @@ def parse(
 # ------------------------------------------------------------------------------- runners
 
 IN_MEMORY = "InMemory"  # pipelines.sample_in_memory / partition_in_memory: no Beam
-# --runner values that run on this machine through pipelines.local_runner (Beam's FnApiRunner).
+# --runner values that run on this machine through pipelines.runtime.local_runner (Beam's FnApiRunner).
 LOCAL_RUNNERS = {None, "", "DirectRunner", "direct", "FnApiRunner"}
 # --direct_num_workers: 0 is one per CPU; more workers than this only thrash a machine.
 MAX_LOCAL_WORKERS = 256

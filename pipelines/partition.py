@@ -21,9 +21,10 @@ import json
 import re
 import time
 
-from pipelines import accounting, cli, flags, partition_in_memory
-from pipelines.interrupts import check_interrupted
-from pipelines.runner import note_output, run_main
+from pipelines import cli, flags, partition_in_memory
+from pipelines.reporting import accounting
+from pipelines.runtime.interrupts import check_interrupted
+from pipelines.runtime.runner import note_output, run_main
 from sampler.beam.partition.config import METHODS, PartitionConfig
 from sampler.errors import UserError
 from sampler.io import files
@@ -232,7 +233,7 @@ def construct(argv) -> Construction:
     example a Dataflow dry run) through exactly this code path. Nothing is written, and
     --output_dir is not looked at (check_output does that).
     """
-    from pipelines.runner import new_pipeline
+    from pipelines.runtime.runner import new_pipeline
     from sampler.beam.partition import PartitionGraph
 
     args, beam_args = parse_args(argv)
@@ -256,8 +257,8 @@ def main_body(argv) -> None:
         )
         partition_in_memory.main(argv, args, beam_args, start, hooks)
         return
-    from pipelines.resources import resource_lines, run_resources
-    from pipelines.runner import submit
+    from pipelines.reporting.resources import resource_lines, run_resources
+    from pipelines.runtime.runner import submit
 
     job = construct(argv)
     output_dir = job.output_dir
@@ -321,7 +322,7 @@ def owned_outputs(args) -> list[str]:
 
 def output_examples(args, graph) -> list[str]:
     """One name (relative to --output_dir) of each kind of file a run writes, for the check
-    that no input pattern would read them (pipelines.input_checks); one per owned pattern, and
+    that no input pattern would read them (pipelines.outputs.input_checks); one per owned pattern, and
     accounting.COMMON_OUTPUTS (tests/test_output_folders.py checks)."""
     out = [f"{args.graph_name}.json", REPORT_NAME, LEGACY_REPORT_NAME]
     out += [f"part0/{name}.dgl" for name in PART_FILES.split("|")]
@@ -333,8 +334,8 @@ def output_examples(args, graph) -> list[str]:
 
 
 def check_output(graph, args, output_dir: str) -> None:
-    """Configuration errors of --output_dir before anything runs (pipelines.accounting), and
-    the hold of the folder (pipelines.output_lock); then the manifest of the run's files is
+    """Configuration errors of --output_dir before anything runs (pipelines.reporting.accounting), and
+    the hold of the folder (pipelines.outputs.output_lock); then the manifest of the run's files is
     written (a folder that cannot be written fails here)."""
     accounting.parse_strict(args.strict)
     owned = owned_outputs(args)

@@ -15,9 +15,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from pipelines import accounting
-from pipelines.interrupts import check_interrupted, memory_limit_words, process_limit_mb
-from pipelines.runner import note_output
+from pipelines.reporting import accounting
+from pipelines.runtime.interrupts import check_interrupted, memory_limit_words, process_limit_mb
+from pipelines.runtime.runner import note_output
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.partition import in_memory
@@ -37,7 +37,7 @@ PER_INPUT_BYTE = {"parquet": 36.0, "csv": 11.0, "tfrecord": 4.5}
 def available_mb() -> tuple[int, str]:
     """(MB, what limits it): what this process may allocate now, the least of the machine's
     MemAvailable (/proc/meminfo) and the process's own limits (ulimit -v, ulimit -d, the
-    cgroup's memory.max: pipelines.interrupts.process_limit_mb)."""
+    cgroup's memory.max: pipelines.runtime.interrupts.process_limit_mb)."""
     machine = None
     try:
         with open("/proc/meminfo") as f:

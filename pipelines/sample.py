@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import text_format
 
-from pipelines import accounting, cli, flags, sample_in_memory
-from pipelines.interrupts import check_interrupted
-from pipelines.runner import new_pipeline, note_output, output_shards, run_main, submit
+from pipelines import cli, flags, sample_in_memory
+from pipelines.reporting import accounting
+from pipelines.runtime.interrupts import check_interrupted
+from pipelines.runtime.runner import new_pipeline, note_output, output_shards, run_main, submit
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
 from sampler.sample.encode import output_schema
@@ -39,7 +40,7 @@ from sampler.tools.placement_cost import process_gb
 if TYPE_CHECKING:
     import apache_beam as beam
 
-# Beam (apache_beam, sampler.beam, pipelines.progress and pipelines.resources) is imported by
+# Beam (apache_beam, sampler.beam, pipelines.reporting.progress and pipelines.reporting.resources) is imported by
 # the functions that build and run a pipeline: `--runner InMemory` never loads it.
 
 
@@ -299,7 +300,7 @@ def owned_outputs(args: SampleConfig) -> list[str]:
 
 def output_examples(args: SampleConfig) -> list[str]:
     """One name (relative to the output folder) of each kind of file a run writes, for the
-    check that no input pattern would read them (pipelines.input_checks); one per owned
+    check that no input pattern would read them (pipelines.outputs.input_checks); one per owned
     pattern, and accounting.COMMON_OUTPUTS (tests/test_output_folders.py checks)."""
     prefix, count, template = output_shards(args.output_samples)
     base = prefix.rsplit("/", 1)[-1]
@@ -318,8 +319,8 @@ def output_examples(args: SampleConfig) -> list[str]:
 
 
 def check_output(graph, args: SampleConfig) -> None:
-    """Configuration errors of the output, before anything runs (pipelines.accounting), and
-    the hold of the output folder (pipelines.output_lock); then the manifest of the run's files
+    """Configuration errors of the output, before anything runs (pipelines.reporting.accounting), and
+    the hold of the output folder (pipelines.outputs.output_lock); then the manifest of the run's files
     is written (a folder that cannot be written fails here)."""
     output_dir = output_dir_of(args.output_samples)
     accounting.parse_strict(args.strict)
@@ -415,7 +416,7 @@ def construct_loaded(loaded: Loaded) -> Construction:
     """Builds the whole pipeline from flags already loaded. Input files are listed here."""
     import apache_beam as beam
 
-    from pipelines.progress import CountOutput
+    from pipelines.reporting.progress import CountOutput
     from sampler.beam.sample.write import WriteRecordShards
 
     config, graph = loaded.config, loaded.graph
@@ -440,7 +441,7 @@ def main_body(argv) -> None:
     if config.runner == sample_in_memory.IN_MEMORY:
         main_in_memory(loaded, start)
         return
-    from pipelines.progress import Progress
+    from pipelines.reporting.progress import Progress
 
     job = construct_loaded(loaded)
     note_output(job.output_dir, lambda: remove_interrupted_run(job.output_dir, config))
@@ -468,7 +469,7 @@ def main_body(argv) -> None:
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
     schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
     print_summary(result, job.output_samples, schema_path, time.time() - start)
-    from pipelines.resources import resource_lines
+    from pipelines.reporting.resources import resource_lines
 
     used = sample_resources(job.pipeline, result, config, counters)
     for line in resource_lines(used, used and used.get("output_bytes")):
@@ -481,10 +482,10 @@ def main_body(argv) -> None:
 
 
 def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict | None:
-    """pipelines.resources' figures, with the output's bytes and shuffle bytes per subgraph."""
+    """pipelines.reporting.resources' figures, with the output's bytes and shuffle bytes per subgraph."""
     from apache_beam.io.filesystems import FileSystems
 
-    from pipelines.resources import run_resources
+    from pipelines.reporting.resources import run_resources
 
     used = run_resources(pipeline)
     if used is None:
@@ -517,7 +518,7 @@ def remove_interrupted_run(output_dir: str, config: SampleConfig) -> None:
 def write_run_summary(
     argv, args, counters, output_dir: str, seconds: float, issues, resources=None
 ) -> None:
-    """run_summary.json beside the samples, written last (see pipelines.accounting)."""
+    """run_summary.json beside the samples, written last (see pipelines.reporting.accounting)."""
     data = accounting.summary(
         argv,
         args,
@@ -570,7 +571,7 @@ def counters_of(result) -> dict[str, int]:
 
 
 def print_summary(result, output: str, schema_path: str, seconds: float) -> None:
-    from pipelines.progress import stage_times, summary_lines
+    from pipelines.reporting.progress import stage_times, summary_lines
 
     counters = counters_of(result)
     print(f"samples: {output}")

@@ -11,8 +11,8 @@ import struct
 import time
 import uuid
 
-from pipelines import accounting
-from pipelines.runner import output_shards
+from pipelines.reporting import accounting
+from pipelines.runtime.runner import output_shards
 from pipelines.toolkit import RowProgress
 from sampler.io import tfrecord
 from sampler.io.files import create_file, delete, has_scheme, join, rename, shard_name
@@ -57,7 +57,7 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
 
 
 def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
-    """The counters from which pipelines.accounting.graph_issues finds a graph's issues, as the
+    """The counters from which pipelines.reporting.accounting.graph_issues finds a graph's issues, as the
     Beam runner counts them (sampler.beam.read, the placements' GraphFacts): rows read per
     table, duplicate node ids, edges with a missing endpoint (dropped), self-loops and
     parallel edges (of the edges kept)."""

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 
-from pipelines.runner import run_main
+from pipelines.runtime.runner import run_main
 from sampler.errors import UserError
 from sampler.io.files import os_reason
 from sampler.sample.plan import EDGE, NODE

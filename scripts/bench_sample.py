@@ -116,7 +116,7 @@ def is_sdk_worker(proc: psutil.Process) -> bool:
     try:
         if "sdk_worker_main" in " ".join(proc.cmdline()):
             return True
-        parent = proc.parent()  # forked by pipelines.sdk_fork_server
+        parent = proc.parent()  # forked by pipelines.runtime.sdk_fork_server
         return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
@@ -178,7 +178,7 @@ def run_measured(cmd: list[str], timeout: float, max_rss: float, log_path: str) 
 
 
 def run_resources(out_dir: str) -> dict:
-    """run_summary.json's `resources` of one of our runs (pipelines.resources), if any."""
+    """run_summary.json's `resources` of one of our runs (pipelines.reporting.resources), if any."""
     path = os.path.join(out_dir, "run_summary.json")
     if not os.path.exists(path):
         return {}

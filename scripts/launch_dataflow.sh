@@ -216,7 +216,7 @@ output="$(flag_value "$output_flag")"
 [[ "$output" == gs://* ]] || die "$output_flag must be a gs:// path (Dataflow workers write it), got '$output'"
 
 # Whether the output would replace or re-read an input is the stage's own check (it lists the
-# files; pipelines/input_checks.py): an output folder beside or inside the input's is fine.
+# files; pipelines/outputs/input_checks.py): an output folder beside or inside the input's is fine.
 
 # --- commands ---
 credentials="${GOOGLE_APPLICATION_CREDENTIALS:-${HOME:-/nonexistent}/.config/gcloud/application_default_credentials.json}"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pipelines import accounting
 from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
+from pipelines.reporting import accounting
 from sampler.errors import UserError
 from sampler.tools import synthetic
 from tests.pipeline_helpers import read_records, run_pipeline

@@ -198,7 +198,7 @@ def test_existing_output_needs_overwrite_and_is_replaced_whole(graph):
 
 @pytest.mark.parametrize("pattern", ["out@-1", "out@abc", "out@1.5", "@2", "out/@2", "out/"])
 def test_malformed_output_pattern_is_refused(pattern):
-    from pipelines.runner import output_shards
+    from pipelines.runtime.runner import output_shards
     from sampler.errors import UserError
 
     with pytest.raises(UserError, match="--output_samples .*shard count"):

@@ -4,7 +4,7 @@ import apache_beam as beam
 from apache_beam.coders import VarIntCoder
 from apache_beam.transforms import userstate
 
-from pipelines import dofn_specs
+from pipelines.beam_patches import dofn_specs
 
 
 class _Plain(beam.DoFn):

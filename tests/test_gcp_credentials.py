@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.runner import needs_gcp
+from pipelines.runtime.runner import needs_gcp
 
 ROOT = Path(__file__).resolve().parents[1]
 

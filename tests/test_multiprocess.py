@@ -53,7 +53,7 @@ def mag(tmp_path_factory):
 
 
 def is_sdk_worker(process: psutil.Process) -> bool:
-    """A Beam SDK worker: started cold (sdk_worker_main), or forked by pipelines.sdk_fork_server."""
+    """A Beam SDK worker: started cold (sdk_worker_main), or forked by pipelines.runtime.sdk_fork_server."""
     if "sdk_worker_main" in " ".join(process.cmdline()):
         return True
     parent = process.parent()
@@ -202,7 +202,7 @@ def test_partition_on_two_worker_processes_gives_the_same_bytes(tmp_path):
 def test_topology_at_scale_on_worker_processes_writes_the_oracles_records(tmp_path):
     """At 10k papers with 128-dim features, Beam 2.77's local runner with SDK worker
     processes was seen to lose grouped rows (its time-flushed data streams drop writes; see
-    pipelines.streamed_inputs), and the topology placement then gave nodes a neighbour's
+    pipelines.beam_patches.streamed_inputs), and the topology placement then gave nodes a neighbour's
     features. With the streams flushed by size only, the run must write the oracle's
     records; a lost row would fail it with the one lost-rows line, and this test with it."""
     import os

@@ -1,4 +1,4 @@
-"""PipelineOptions.view_as remembered per options object and class (pipelines.option_views)."""
+"""PipelineOptions.view_as remembered per options object and class (pipelines.beam_patches.option_views)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import (
     TypeOptions,
 )
 
-from pipelines import option_views
+from pipelines.beam_patches import option_views
 
 
 def _recording(classes: list):

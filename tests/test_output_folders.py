@@ -23,9 +23,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import accounting, output_lock
 from pipelines import partition as partition_cli
 from pipelines import sample as sample_cli
+from pipelines.outputs import output_lock
+from pipelines.reporting import accounting
 from sampler.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +210,7 @@ def test_a_second_partition_run_into_a_running_runs_folder_is_refused(tmp_path, 
 
 HOLDER = """
 import sys
-from pipelines import output_lock
+from pipelines.outputs import output_lock
 output_lock.hold(sys.argv[1], "--holder")
 print("held", flush=True)
 sys.stdin.read()

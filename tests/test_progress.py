@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from pipelines import progress as progress_mod
-from pipelines.progress import Progress, stage_label, summary_lines
+from pipelines.reporting import progress as progress_mod
+from pipelines.reporting.progress import Progress, stage_label, summary_lines
 from sampler.tools import synthetic
 from tests.pipeline_helpers import oracle_records, read_records, run_pipeline
 

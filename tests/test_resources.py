@@ -16,8 +16,8 @@ import time
 
 import apache_beam as beam
 
-from pipelines.resources import slowest_stages, stage_bytes, stage_label
-from pipelines.runner import LocalRunner
+from pipelines.reporting.resources import slowest_stages, stage_bytes, stage_label
+from pipelines.runtime.runner import LocalRunner
 from sampler.tools import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

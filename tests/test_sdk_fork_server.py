@@ -1,4 +1,4 @@
-"""The local runner's SDK worker fork server (pipelines.sdk_fork_server) outside a pipeline."""
+"""The local runner's SDK worker fork server (pipelines.runtime.sdk_fork_server) outside a pipeline."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from pipelines import sdk_fork_server
+from pipelines.runtime import sdk_fork_server
 
 
 def test_a_long_temp_folder_still_gives_a_socket_path_that_fits(tmp_path, monkeypatch):

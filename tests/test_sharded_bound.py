@@ -10,7 +10,7 @@ import re
 import pytest
 
 from pipelines import estimate as estimate_cli
-from pipelines import worker_buffers
+from pipelines.runtime import worker_buffers
 from sampler.errors import UserError
 from sampler.tools import sharded_bound as sb
 from sampler.tools import synthetic
@@ -45,7 +45,7 @@ def test_flags_are_only_raised_and_a_budget_below_the_fixed_part_is_one_line():
 
 
 def test_worker_buffers_bound_the_data_plane_of_a_worker_process():
-    """What pipelines.sdk_fork_server's workers run before Beam's harness starts."""
+    """What pipelines.runtime.sdk_fork_server's workers run before Beam's harness starts."""
     from apache_beam.runners.worker import bundle_processor, data_plane
 
     worker_buffers.bound()

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from pipelines import sdk_fork_server
+from pipelines.runtime import sdk_fork_server
 from sampler.tools import synthetic
 from tests.test_interrupts import session_processes
 
@@ -272,7 +272,7 @@ def test_a_pipeline_whose_fork_server_died_runs_on_cold_workers(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal
         import apache_beam as beam
-        from pipelines.runner import new_pipeline, remove_pipeline_temp_dirs
+        from pipelines.runtime.runner import new_pipeline, remove_pipeline_temp_dirs
         pipeline = new_pipeline({MULTI!r}, None)
         server = pipeline.runner._fork_server
         server.wait_ready()
@@ -339,7 +339,7 @@ def test_a_fork_server_that_is_terminated_removes_its_folder(tmp_path):
 
 _SWALLOWS = textwrap.dedent("""
     import os, signal, sys
-    from pipelines import runner
+    from pipelines.runtime import runner
     def body(argv):
         runner.note_output(argv[0])
         try:  # library code that catches everything (a __del__, a callback) drops the Ctrl-C

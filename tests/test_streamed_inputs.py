@@ -21,8 +21,8 @@ from apache_beam.runners.worker import data_plane
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, window
 
-from pipelines import streamed_inputs
-from pipelines.runner import LocalRunner
+from pipelines.beam_patches import streamed_inputs
+from pipelines.runtime.runner import LocalRunner
 
 KEY_VALUE = coders.TupleCoder([coders.VarIntCoder(), coders.BytesCoder()])
 GROUPED = coders.TupleCoder([coders.VarIntCoder(), coders.IterableCoder(coders.BytesCoder())])

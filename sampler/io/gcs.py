@@ -16,7 +16,7 @@ given), so it covers them and their local SDK workers, which inherit it; a Dataf
 keeps the GCS client's own retries (Dataflow retries a failed work item itself).
 
 `prepare()` applies each once per process (the bound once the variable is set), before Beam makes its first GCS client: it is
-called where Beam is loaded (sampler.io.files for gs:// paths, pipelines.runner for a
+called where Beam is loaded (sampler.io.files for gs:// paths, pipelines.runtime.runner for a
 pipeline, sampler.beam for SDK workers). It never imports Beam itself when Beam is not
 loaded yet, except from those places.
 """
@@ -57,7 +57,7 @@ def prepare() -> None:
         from google.cloud.storage import retry as storage_retry
     except ImportError:  # no GCS support installed: Beam reports that itself
         return
-    # Set by the CLIs (pipelines.runner.run_main), inherited by their local workers.
+    # Set by the CLIs (pipelines.runtime.runner.run_main), inherited by their local workers.
     if not _DONE["bounded"] and RETRY_ENV in os.environ:
         _DONE["bounded"] = True
         _bound_retries(api_retry, storage_retry)

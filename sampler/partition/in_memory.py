@@ -47,7 +47,7 @@ SHARD = 0  # the one node shard of every node type
 
 class Counters(dict):
     """The Beam stage's counters by name (namespaces `sampler` and `partition` together, as
-    pipelines.accounting.beam_counters reads them); `inc` creates a counter even by 0, as a
+    pipelines.reporting.accounting.beam_counters reads them); `inc` creates a counter even by 0, as a
     Beam counter exists once incremented."""
 
     def inc(self, name: str, count: int) -> None:

@@ -55,7 +55,7 @@ class DenseGraph:
 
 def edge_facts(graph: GraphInfo, dense: DenseGraph) -> dict[str, int]:
     """Per edge set: edges dropped for a missing endpoint, self-loops and parallel edges (of the
-    edges kept), under the counter names pipelines.accounting.graph_issues reads."""
+    edges kept), under the counter names pipelines.reporting.accounting.graph_issues reads."""
     out = {}
     for name, info in graph.edge_sets.items():
         adj = dense.adjacency[name]

@@ -31,7 +31,7 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
 
 Table bytes here are TFRecord-equivalent (sampler.io.graph_tables.size_estimates scales CSV
 and Parquet files to the TFRecord bytes of the same rows). These are the runs after
-`pipelines.streamed_inputs` (the local runner had sent each worker process its whole share of
+`pipelines.beam_patches.streamed_inputs` (the local runner had sent each worker process its whole share of
 a stage's input at once, which had tripled their memory).
 
 Python on Dataflow runs one SDK process per vCPU: a machine fits `topology` and `sharded` when

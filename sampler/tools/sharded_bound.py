@@ -6,7 +6,7 @@ worker processes, MAG-shaped graphs with 128-dim paper features; docs/BENCHMARKS
 placement, round 2"):
 
 - a fixed part, SHARDED_BASE_GB: Python, Beam, numpy and pyarrow, the data plane's buffers
-  (bounded by `pipelines.worker_buffers`), the reading of one table file's batches;
+  (bounded by `pipelines.runtime.worker_buffers`), the reading of one table file's batches;
 - one node shard's adjacency or rows at a time: RSS_PER_TABLE_BYTE x the tables / --num_shards;
 - one bucket's pieces in the assembly (packed, unpacked, expanded, assembled, encoded): about
   BUCKET_BYTES_PER_RECORD_BYTE x the records of a bucket, seeds x record bytes / --num_buckets.

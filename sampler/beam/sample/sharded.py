@@ -152,13 +152,13 @@ class _SplitSampleNodes(beam.DoFn):
 
 # Rows of per-sample pieces sent to their bucket and received there (per kind). Beam 2.77's
 # local FnApiRunner with gRPC workers (--direct_running_mode=multi_processing or
-# multi_threading) dropped writes in its time-flushed data streams (pipelines.streamed_inputs
+# multi_threading) dropped writes in its time-flushed data streams (pipelines.beam_patches.streamed_inputs
 # turns that flush off); the CLI still compares the two after the run
-# (pipelines.accounting.check_shuffle): a loss is an error, whatever the runner.
+# (pipelines.reporting.accounting.check_shuffle): a loss is an error, whatever the runner.
 SHUFFLE_SENT, SHUFFLE_RECEIVED = "shuffle_rows_sent", "shuffle_rows_received"
 LOST_ROWS = (
     "the runner lost rows between stages (Beam 2.77's local runner did so with worker"
-    " processes or threads before pipelines.streamed_inputs): run in one process (the"
+    " processes or threads before pipelines.beam_patches.streamed_inputs): run in one process (the"
     " default --direct_running_mode) or on Dataflow, or use --graph_placement worker"
 )
 

@@ -36,7 +36,12 @@ from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
-from pipelines.interrupts import WorkerDied, descendants, exit_status_words, memory_limit_words
+from pipelines.runtime.interrupts import (
+    WorkerDied,
+    descendants,
+    exit_status_words,
+    memory_limit_words,
+)
 
 STOP_S = 30  # how long a closed worker process may take to end before it is killed
 

@@ -17,7 +17,7 @@ A server that dies (killed, out of memory) costs no worker and hangs nothing: a 
 cannot reach it, or that the server leaves before it forked a worker, runs Beam's cold worker
 command itself (given to it as its second argument); a worker the server forked goes on.
 
-  python -c "...; from pipelines.sdk_fork_server import serve; serve(SOCKET)" SOCKET
+  python -c "...; from pipelines.runtime.sdk_fork_server import serve; serve(SOCKET)" SOCKET
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import traceback
 # take it as Beam's cold workers do.
 _SERVER = (
     "import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "from pipelines.sdk_fork_server import serve; serve(sys.argv[1])"
+    "from pipelines.runtime.sdk_fork_server import serve; serve(sys.argv[1])"
 )
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_fork_client.py")
 _START_TIMEOUT_S = 120
@@ -141,7 +141,7 @@ def _run_worker(env: dict, stderr_fd: int) -> None:
         os.environ.update(env)
         from apache_beam.runners.worker import sdk_worker_main
 
-        from pipelines import worker_buffers
+        from pipelines.runtime import worker_buffers
 
         worker_buffers.bound()
         sdk_worker_main.main([])

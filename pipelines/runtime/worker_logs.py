@@ -1,12 +1,12 @@
 """Where the local runner's SDK worker processes send their logs, and the switch of the warm
-fork server; apart from pipelines.runner so that pipelines.local_runner needs nothing of it."""
+fork server; apart from pipelines.runtime.runner so that pipelines.runtime.local_runner needs nothing of it."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 
-# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.sdk_fork_server).
+# Set to 0 to start each SDK worker process cold, as Beam does (pipelines.runtime.sdk_fork_server).
 FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 # Where local SDK workers' logs arrive: multi-process workers send every record, with its

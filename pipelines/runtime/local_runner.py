@@ -1,4 +1,4 @@
-"""The local runner of the CLIs: Beam's FnApiRunner, offline (see pipelines.runner.make_runner)."""
+"""The local runner of the CLIs: Beam's FnApiRunner, offline (see pipelines.runtime.runner.make_runner)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import shlex
 from apache_beam.portability import python_urns
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import resources, sdk_fork_server, streamed_inputs, worker_deaths
-from pipelines.interrupts import WorkerDied
-from pipelines.worker_logs import FORK_WORKERS, worker_log_path
+from pipelines.beam_patches import streamed_inputs
+from pipelines.reporting import resources
+from pipelines.runtime import sdk_fork_server, worker_deaths
+from pipelines.runtime.interrupts import WorkerDied
+from pipelines.runtime.worker_logs import FORK_WORKERS, worker_log_path
 from sampler.partition import adjacency_cache
 
 # Beam's error when a worker process's gRPC stream ends in the middle of a bundle.
@@ -19,13 +21,13 @@ _CHANNEL_CLOSED = "Channel closed prematurely"
 
 class LocalRunner(FnApiRunner):
     """The FnApiRunner; its worker processes (multi_processing) write stderr to worker_log_path()
-    and get their input in bounded messages (pipelines.streamed_inputs).
+    and get their input in bounded messages (pipelines.beam_patches.streamed_inputs).
 
     Beam's SDK worker prints every failed bundle's traceback to its stderr; the CLI reports
     the error in one line instead (run_main) and names that file.
     """
 
-    pipeline_proto = None  # the last run's, for pipelines.resources
+    pipeline_proto = None  # the last run's, for pipelines.reporting.resources
     worker_processes = False  # whether its SDK workers were processes (multi_processing)
     counts = resources.RunCounts({}, {})  # the last run's buffered bytes and stage seconds
 
@@ -33,7 +35,7 @@ class LocalRunner(FnApiRunner):
 
     def start_fork_server(self) -> None:
         """Starts the SDK worker fork server now, so that its imports overlap the building of
-        the pipeline (pipelines.runner.new_pipeline, for multi_processing runs)."""
+        the pipeline (pipelines.runtime.runner.new_pipeline, for multi_processing runs)."""
         if self._fork_server is None and os.environ.get(FORK_WORKERS, "1") != "0":
             self._fork_server = sdk_fork_server.ForkServer(worker_log_path())
 

@@ -8,7 +8,7 @@
   BaseException): the handler records the signal before it raises, and `check_interrupted`
   (called by the CLI bodies once their pipeline has ended) and run_main (once the body has
   returned) raise it again. A signal is never lost while a run goes on.
-* **A dead worker process** (`WorkerDied`, raised by pipelines.worker_deaths) and **a
+* **A dead worker process** (`WorkerDied`, raised by pipelines.runtime.worker_deaths) and **a
   MemoryError** (`memory_error_line`) become one line in run_main.
 """
 
@@ -64,7 +64,7 @@ class Interrupt:
 
     def _on_signal(self, signum, frame):
         if self.signum is not None:
-            from pipelines import output_lock
+            from pipelines.outputs import output_lock
 
             output_lock.release_all()  # the folder is free again (its marker is removed)
             os._exit(exit_code(self.signum))

@@ -1,8 +1,8 @@
 """What every run accounts for: its output files, its dead letters and `run_summary.json`.
 
 * `check_output`: the files a run writes, checked before the pipeline starts. An output that
-  would replace or re-read an input (pipelines.input_checks), a folder another run holds
-  (pipelines.output_lock), or existing output without `--overwrite`, is a one-line UserError.
+  would replace or re-read an input (pipelines.outputs.input_checks), a folder another run holds
+  (pipelines.outputs.output_lock), or existing output without `--overwrite`, is a one-line UserError.
   With `--overwrite` the old files of the run's patterns are deleted first, so old and new
   shards never mix. Every folder a run writes is derived from its patterns.
 * `write_bad_records`: the dead-letter output, `<output dir>/bad_records-SSSSS-of-NNNNN.jsonl`,
@@ -25,7 +25,7 @@ import re
 import sys
 import time
 
-from pipelines import input_checks, output_lock
+from pipelines.outputs import input_checks, output_lock
 from sampler.errors import UserError
 from sampler.io import files as io_files
 from sampler.io import gcs
@@ -93,11 +93,11 @@ def check_output(
     examples: list[str] = (),
 ) -> None:
     """Before the pipeline starts: the output replaces and re-reads no input, no other run
-    holds the folder (this run takes it: pipelines.output_lock), no old run is there.
+    holds the folder (this run takes it: pipelines.outputs.output_lock), no old run is there.
 
     `owned` are regular expressions (full match, relative to `output_dir`) of the files the run
     writes, `examples` one name of each kind, `inputs` the input patterns (input_patterns),
-    `files` the input files (input_files). pipelines.input_checks refuses what would replace
+    `files` the input files (input_files). pipelines.outputs.input_checks refuses what would replace
     or re-read an input, and nothing else. With `dedicated` (a folder only this run writes,
     e.g. a partition folder), any content counts as existing output. With `overwrite` only
     files this project wrote are deleted: those the manifest of the earlier run lists or its
@@ -225,7 +225,7 @@ def unwritable_reason(error: BaseException) -> str:
 
 def remove_leftovers(output_dir: str, patterns: list[str]) -> None:
     """After a failed run: removes the temporary folders (and files) matching `patterns`; only
-    in a folder this process holds (pipelines.output_lock): never another run's files."""
+    in a folder this process holds (pipelines.outputs.output_lock): never another run's files."""
     if not output_lock.holds(output_dir):
         return
     matcher = input_checks.matcher(patterns)
@@ -327,7 +327,7 @@ def check_shuffle(counters: dict[str, int]) -> None:
 
     Seen with Beam 2.77's local runner with SDK worker processes at scale (the sharded and
     topology placements lost grouped rows, dropped by its time-flushed data streams;
-    pipelines.streamed_inputs): better a failed run than wrong subgraphs.
+    pipelines.beam_patches.streamed_inputs): better a failed run than wrong subgraphs.
     """
     lost = []
     for name, sent in sorted(counters.items()):
@@ -341,7 +341,7 @@ def check_shuffle(counters: dict[str, int]) -> None:
             "the runner lost rows between the sampling stages and their buckets ("
             + ", ".join(lost)
             + "); nothing written is complete. Beam 2.77's local runner did so with worker"
-            " processes or threads before pipelines.streamed_inputs: run in one process (the"
+            " processes or threads before pipelines.beam_patches.streamed_inputs: run in one process (the"
             " default --direct_running_mode) or on Dataflow, or use --graph_placement worker"
         )
 

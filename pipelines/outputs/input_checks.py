@@ -1,5 +1,5 @@
 """The input check of a run's output: refuse what could replace or re-read an input, and
-nothing else (pipelines.accounting.check_output calls it before anything is written).
+nothing else (pipelines.reporting.accounting.check_output calls it before anything is written).
 
 A run is refused when
 * a file it writes or may delete (its patterns, the earlier run's manifest) is one of its

@@ -12,7 +12,7 @@ the same records. glibc's arenas are capped at 2 (Beam's gRPC threads otherwise 
 and freed memory stays with the arena that held it), and each bundle's freed pages are given
 back when it ends (`malloc_trim`): the heap's free share had reached 0.2 GB at 50k papers.
 
-`bound()` runs in each SDK worker process that `pipelines.sdk_fork_server` forks, before Beam's
+`bound()` runs in each SDK worker process that `pipelines.runtime.sdk_fork_server` forks, before Beam's
 harness starts; Beam's own cold workers (BEAM_GRAPH_FORK_WORKERS=0) and Dataflow's keep Beam's
 defaults.
 """

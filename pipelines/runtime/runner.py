@@ -1,7 +1,7 @@
 """Shared CLI plumbing: offline local runner, one-line user errors, output paths.
 
 Beam is imported only by the functions that build or run a pipeline (and by
-pipelines.local_runner), so that the CLIs' other paths (`--runner InMemory`, validate,
+pipelines.runtime.local_runner), so that the CLIs' other paths (`--runner InMemory`, validate,
 estimate, stats, show) never load it.
 """
 
@@ -15,9 +15,9 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from pipelines import output_lock
 from pipelines.flags import LOCAL_RUNNERS, MAX_OUTPUT_SHARDS
-from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: pipelines.runner's names)
+from pipelines.outputs import output_lock
+from pipelines.runtime.interrupts import (  # noqa: F401  (Interrupt, child_processes: pipelines.runtime.runner's names)
     SIGNALS,
     Interrupt,
     WorkerDied,
@@ -31,7 +31,7 @@ from pipelines.interrupts import (  # noqa: F401  (Interrupt, child_processes: p
     print_line,
     signal_name,
 )
-from pipelines.worker_logs import WORKER_LOGGERS, worker_log_path
+from pipelines.runtime.worker_logs import WORKER_LOGGERS, worker_log_path
 from sampler.errors import UserError
 from sampler.io import gcs
 
@@ -49,8 +49,8 @@ def make_runner(name: str | None):
     `--direct_running_mode=multi_processing --direct_num_workers=N`.
     """
     if name in LOCAL_RUNNERS:
-        from pipelines import dofn_specs, option_views
-        from pipelines.local_runner import LocalRunner
+        from pipelines.beam_patches import dofn_specs, option_views
+        from pipelines.runtime.local_runner import LocalRunner
 
         dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
         option_views.install()  # one view of the options per class, not one per type check
@@ -59,9 +59,9 @@ def make_runner(name: str | None):
 
 
 def __getattr__(name: str):
-    """`pipelines.runner.LocalRunner`, imported (with Beam) on first use."""
+    """`pipelines.runtime.runner.LocalRunner`, imported (with Beam) on first use."""
     if name == "LocalRunner":
-        from pipelines.local_runner import LocalRunner
+        from pipelines.runtime.local_runner import LocalRunner
 
         return LocalRunner
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""One SDK worker of the local runner, forked by pipelines.sdk_fork_server (standard library only).
+"""One SDK worker of the local runner, forked by pipelines.runtime.sdk_fork_server (standard library only).
 
 Run by Beam as the worker's command line (`python -I sdk_fork_client.py SOCKET COLD_COMMAND`):
 sends this process's environment and stderr to the server, which forks a warm SDK worker with
