@@ -15,6 +15,12 @@ import weakref
 
 from apache_beam.transforms import userstate
 
+from pipelines.beam_patches import targets
+
+BEAM_VERSIONS = ("2.77",)  # the Beam versions this patch was written for
+# What it replaces: (owner, attribute, source digest), checked by install() (beam_patches.targets).
+TARGETS = ((userstate, "get_dofn_specs", "eeb36145d3115aa0"),)
+
 _lock = threading.Lock()
 
 
@@ -43,4 +49,5 @@ def install() -> None:
     """Makes Beam's `userstate.get_dofn_specs` remember its answers (once per process)."""
     with _lock:
         if not hasattr(userstate.get_dofn_specs, "__wrapped__"):
+            targets.check(__name__, BEAM_VERSIONS, TARGETS)
             userstate.get_dofn_specs = cached(userstate.get_dofn_specs)

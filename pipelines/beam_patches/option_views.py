@@ -16,6 +16,12 @@ import weakref
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam_patches import targets
+
+BEAM_VERSIONS = ("2.77",)  # the Beam versions this patch was written for
+# What it replaces: (owner, attribute, source digest), checked by install() (beam_patches.targets).
+TARGETS = ((PipelineOptions, "view_as", "3fd63693be9c56f3"),)
+
 # Reentrant: an options object may be collected, and its views forgotten (`_forget`), by a
 # garbage collection that runs while this thread holds the lock.
 _lock = threading.RLock()
@@ -55,4 +61,5 @@ def install() -> None:
     """Makes `PipelineOptions.view_as` remember its views (once per process)."""
     with _lock:
         if not hasattr(PipelineOptions.view_as, "__wrapped__"):
+            targets.check(__name__, BEAM_VERSIONS, TARGETS)
             PipelineOptions.view_as = cached(PipelineOptions.view_as)

@@ -44,6 +44,19 @@ from apache_beam.transforms import trigger
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils import windowed_value
 
+from pipelines.beam_patches import targets
+
+BEAM_VERSIONS = ("2.77",)  # the Beam versions this patch was written for
+# What it replaces or relies on: (owner, attribute, source digest; None: it must exist), checked
+# by install() (beam_patches.targets).
+TARGETS = (
+    (worker_handlers, "DATA_BUFFER_TIME_LIMIT_MS", None),  # set to 0 (problem 1)
+    (data_plane, "TimeBasedBufferingClosableOutputStream", "40058eca2d66462e"),  # its lost writes
+    (execution.GroupingBuffer, "__init__", "f71fb81f6a060108"),  # the fields chunked() reads
+    (execution.GroupingBuffer, "partition", "140537a87a1f2648"),  # replaced by chunked_partition
+    (fn_runner.BundleManager, "_send_input_to_worker", "ac21c0a68b72104a"),  # by streamed_send
+)
+
 CHUNK_BYTES = 8 << 20  # below the data plane's 10 MB flush threshold
 _lock = threading.Lock()
 
@@ -124,6 +137,8 @@ def install() -> None:
     """Size-based data plane streams, chunked partitions and streamed inputs (once per
     process)."""
     with _lock:
+        if not hasattr(execution.GroupingBuffer.partition, "__wrapped__"):
+            targets.check(__name__, BEAM_VERSIONS, TARGETS)
         # Read when the runner starts its gRPC data plane and its in-process gRPC workers.
         worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
         if hasattr(execution.GroupingBuffer.partition, "__wrapped__"):
