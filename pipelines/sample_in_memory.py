@@ -30,7 +30,7 @@ IN_MEMORY = "InMemory"
 def run(args, graph, plan, output_dir: str) -> collections.Counter:
     """Samples every seed and writes the records; returns the counters.
 
-    `args` is the CLI's config (pipelines.sample.SampleConfig), parsed and validated once there;
+    `args` is the CLI's config (pipelines.sample_config.SampleConfig), parsed and validated once there;
     `graph` and `plan` are the schema and plan it loaded once.
     """
     start = time.time()

@@ -159,9 +159,9 @@ def beam_unknown(args: list[str]) -> list[str]:
 def parse(name: str, argv: list[str]) -> list[str]:
     """Parses argv with the subcommand's own parser; returns the flags it leaves to Beam."""
     if name == "sample":
-        from pipelines import sample
+        from pipelines import sample_config
 
-        return sample.make_parser().parse_known_args(argv)[1]
+        return sample_config.make_parser().parse_known_args(argv)[1]
     if name == "partition":
         from pipelines import partition
 
