@@ -5,6 +5,9 @@ the two speed patches change (streamed_inputs' is in tests/test_streamed_inputs.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, TypeOptions
@@ -95,3 +98,42 @@ def test_beams_get_dofn_specs_inspects_every_method_on_every_call(monkeypatch):
     once = len(wrapped)
     get(dofn)
     assert once > 10 and len(wrapped) == 2 * once
+
+
+RUNNER_WRAPPERS = ("pipelines.runtime.worker_deaths", "pipelines.reporting.resources")
+
+
+@pytest.mark.parametrize("module", RUNNER_WRAPPERS)
+def test_the_runtimes_wrappers_of_beams_runner_match_an_unpatched_beam(module):
+    """worker_deaths and resources replace Beam's runner code too; checked in a fresh process,
+    whose Beam none of them has patched yet."""
+    check = (
+        "import importlib\n"
+        "from pipelines.beam_patches import targets\n"
+        f"m = importlib.import_module({module!r})\n"
+        "assert m.BEAM_VERSIONS == ('2.77',)\n"
+        "targets.check(m.__name__, m.BEAM_VERSIONS, m.TARGETS)\n"
+        "print(len(m.TARGETS))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "4", done.stderr
+
+
+def test_the_runtimes_wrappers_refuse_a_changed_beam(monkeypatch):
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    from pipelines.reporting import resources
+    from pipelines.runtime import worker_deaths
+
+    handler = worker_handlers.SubprocessSdkWorkerHandler
+    monkeypatch.setattr(handler, "close", _changed)
+    monkeypatch.setattr(handler, "start_worker", _changed)
+    with pytest.raises(
+        targets.BeamChanged, match=r"worker_deaths was written for Apache Beam 2\.77"
+    ):
+        worker_deaths.install()
+    assert handler.close is _changed and handler.start_worker is _changed
+    monkeypatch.setattr(execution.BundleContextManager, "get_buffer", _changed)
+    with pytest.raises(targets.BeamChanged, match=r"resources was written for .*get_buffer"):
+        resources._install()
+    assert execution.BundleContextManager.get_buffer is _changed

@@ -37,12 +37,24 @@ from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 
+from pipelines.beam_patches import targets
+
 GROUP_BY_KEY = common_urns.primitives.GROUP_BY_KEY.urn
 PAR_DO = common_urns.primitives.PAR_DO.urn
 TOP_STEPS = 8
 
 _BUFFER_ID = "_beam_graph_buffer_id"
 _lock = threading.Lock()
+
+BEAM_VERSIONS = ("2.77",)  # the Beam versions its wrappers of Beam's runner were written for
+# What _install() wraps: (owner, attribute, source digest), checked first
+# (pipelines.beam_patches.targets).
+TARGETS = (
+    (execution.BundleContextManager, "get_buffer", "587b5d725d2a0c23"),
+    (execution.ListBuffer, "append", "bba22324d1719ca9"),
+    (execution.GroupingBuffer, "append", "37ae1befc20c5bde"),
+    (fn_runner.FnApiRunner, "_execute_bundle", "5803171d1e2f4dda"),
+)
 _counts: collections.Counter | None = None  # buffer id -> bytes, while a run counts
 _seconds: collections.Counter | None = None  # stage name -> wall seconds, while a run counts
 
@@ -86,6 +98,7 @@ def _install() -> None:
     """Wraps the local runner's buffer appends and bundle runs (once per process)."""
     if hasattr(execution.BundleContextManager.get_buffer, "__wrapped__"):
         return
+    targets.check(__name__, BEAM_VERSIONS, TARGETS)
     manager = execution.BundleContextManager
     manager.get_buffer = _tagging_get_buffer(manager.get_buffer)
     for cls in (execution.ListBuffer, execution.GroupingBuffer):

@@ -36,6 +36,7 @@ from apache_beam.runners.portability.fn_api_runner import worker_handlers
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
+from pipelines.beam_patches import targets
 from pipelines.runtime.interrupts import (
     WorkerDied,
     descendants,
@@ -47,6 +48,16 @@ STOP_S = 30  # how long a closed worker process may take to end before it is kil
 
 _EXITED = re.compile(r"Worker subprocess exited with return code (-?\d+)")
 _lock = threading.Lock()
+
+BEAM_VERSIONS = ("2.77",)  # the Beam versions this patch of Beam's runner was written for
+# What install() replaces or wraps: (owner, attribute, source digest), checked first
+# (pipelines.beam_patches.targets).
+TARGETS = (
+    (worker_handlers.SubprocessSdkWorkerHandler, "start_worker", "eb622509cbc26327"),
+    (worker_handlers.SubprocessSdkWorkerHandler, "stop_worker", "ddfef6451cfa7f26"),
+    (worker_handlers.SubprocessSdkWorkerHandler, "close", "7e44d64a1e68f7f5"),
+    (worker_handlers.ControlConnection, "push", "987ae86b0ab9add5"),
+)
 _deaths: list[str] = []  # the run in progress's, in the order they were seen
 
 
@@ -187,6 +198,7 @@ def install() -> None:
         handler = worker_handlers.SubprocessSdkWorkerHandler
         if hasattr(handler.close, "__wrapped__"):
             return
+        targets.check(__name__, BEAM_VERSIONS, TARGETS)
         handler.start_worker = _watched_start
         handler.stop_worker = _bounded_stop
         handler.close = _closing(handler.close)
