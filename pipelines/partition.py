@@ -330,6 +330,7 @@ def output_examples(args, graph) -> list[str]:
         out += [f"node_ids/{name}/{name}-00000-of-00001.parquet"]
         out += [f"{RAW_ID_DIR}/{name}/part-00000.parquet"]
     out += [accounting.SUMMARY_NAME, "bad_records-00000-of-00001.jsonl"]
+    out += ["part0/.graph.dgl.partial-12345"]  # a file being written (files.write_output)
     return out + [accounting.MANIFEST_NAME, "beam-temp-bad_records-0123456789ab/part-0"]
 
 

@@ -144,6 +144,7 @@ def output_examples(args: SampleConfig) -> list[str]:
     return [
         *samples,
         "schema.pbtxt",
+        ".schema.pbtxt.partial-12345",  # a file being written (files.write_output)
         "rejected_seeds-00000-of-00001.jsonl",
         ".temp-samples-0123456789ab/graph/part-00000-01234567",
         "beam-temp-bad_records-0123456789ab/part-0",

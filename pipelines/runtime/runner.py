@@ -297,7 +297,9 @@ def run_main(main_fn, argv=None) -> int:
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
     # A lost GCS connection: a bounded retry here and in the local workers (sampler.io.gcs).
-    os.environ.setdefault(gcs.RETRY_ENV, f"{gcs.DEFAULT_RETRY_S:g}")
+    set_retry = gcs.RETRY_ENV not in os.environ
+    if set_retry:  # for this run only (a caller of main() in its own process keeps its env)
+        os.environ[gcs.RETRY_ENV] = f"{gcs.DEFAULT_RETRY_S:g}"
     _OUTPUT.update(folder=None, remove=None)
     with Interrupt(log_thread_error(WORKER_LOGGERS[0])) as interrupt:
         try:
@@ -338,6 +340,8 @@ def run_main(main_fn, argv=None) -> int:
                 os.remove(log_path)
             remove_pipeline_temp_dirs()
             output_lock.release_all()  # last: the run's clean-up is over
+            if set_retry:
+                os.environ.pop(gcs.RETRY_ENV, None)
             _run_ended()
     return 0
 

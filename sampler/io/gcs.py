@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 
 EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
@@ -49,7 +50,14 @@ def retry_seconds() -> float:
 
 
 def prepare() -> None:
-    """Anonymous credentials when an emulator is set; every GCS retry bounded (see above)."""
+    """Anonymous credentials when an emulator is set; every GCS retry bounded (see above).
+
+    Only in a process that has loaded Beam: every GCS access goes through Beam's FileSystems,
+    whose callers import it first (sampler.io.files, the pipeline's construction, an SDK
+    worker), and a process that never touches Beam (`--runner InMemory` on local files) must
+    not load it here."""
+    if "apache_beam" not in sys.modules:
+        return
     if _DONE["bounded"] and (_DONE["anonymous"] or not emulator_host()):
         return
     try:
