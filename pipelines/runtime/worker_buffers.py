@@ -19,6 +19,8 @@ defaults.
 
 from __future__ import annotations
 
+import inspect
+
 from sampler import memory
 
 STREAM_FLUSH_BYTES = 1 << 20  # an output stream is sent once it holds this many bytes
@@ -33,8 +35,13 @@ def bound() -> None:
 
     data_plane._DEFAULT_SEND_QUEUE_MAX_BYTES = SEND_QUEUE_BYTES  # read by each new channel
     init = data_plane.SizeBasedBufferingClosableOutputStream.__init__
+    names = list(inspect.signature(init).parameters)
     defaults = list(init.__defaults__)
-    defaults[2] = STREAM_FLUSH_BYTES  # (close_callback, flush_callback, size_flush_threshold, ...)
+    # The default of size_flush_threshold, found by its name: a Beam whose stream lacks it
+    # stops here (KeyError/ValueError) instead of changing another parameter.
+    defaults[names.index("size_flush_threshold") - (len(names) - len(defaults))] = (
+        STREAM_FLUSH_BYTES
+    )
     init.__defaults__ = tuple(defaults)
     libc = memory.glibc()
     if libc is None:
