@@ -112,7 +112,8 @@ def interrupt(args, started, whole_group=True, tmpdir=None, settle=1.0, done=Non
         time.sleep(3)
         for reader in readers:
             reader.join(timeout=10)
-        raise AssertionError("no exit 60 s after SIGINT:\n" + "".join(err)[-20000:]) from None
+        text = "".join(line for line in "".join(err).splitlines(True) if "progress:" not in line)
+        raise AssertionError("no exit 60 s after SIGINT:\n" + text[-20000:]) from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -8,16 +8,27 @@
   BaseException): the handler records the signal before it raises, and `check_interrupted`
   (called by the CLI bodies once their pipeline has ended) and run_main (once the body has
   returned) raise it again. A signal is never lost while a run goes on.
+* **A signal that reaches another thread** (the kernel gives a process's signal to any thread
+  that does not block it): Python runs its handler in the main thread only once that thread
+  wakes, and a main thread blocked on a lock without a timeout (the runner waiting for its
+  bundles) never wakes. A watcher thread reads the signal from `signal.set_wakeup_fd` and, until
+  the handler has run, wakes the main thread with WAKE sent to that thread alone.
+* **A Ctrl-C swallowed while the run waits for workers it ended**: STUCK_S after the handler
+  ran, if the CLI has not begun its clean-up (`cleaning`), the watcher raises KeyboardInterrupt
+  in the main thread again; STUCK_S later still, it runs `on_stuck` (run_main's clean-up and
+  exit), so that a signal never ends in a hang.
 * **A dead worker process** (`WorkerDied`, raised by pipelines.runtime.worker_deaths) and **a
   MemoryError** (`memory_error_line`) become one line in run_main.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import logging
 import os
 import resource
+import select
 import signal
 import sys
 import threading
@@ -25,6 +36,11 @@ import time
 
 # The signals that end a run cleanly, with the words of their line.
 SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+# Sent to the main thread alone to wake it from a wait, so that Python runs a pending handler
+# there; ignored by default, and its handler here does nothing.
+WAKE = signal.SIGWINCH
+WAKE_S = 0.2  # how long a signal may wait for the main thread before the watcher wakes it
+STUCK_S = 20.0  # how long a handled signal may wait for the CLI's clean-up (see the docstring)
 
 
 def exit_code(signum: int) -> int:
@@ -42,10 +58,17 @@ class Interrupt:
 
     active: Interrupt | None = None  # the one of the run in progress, for check_interrupted
 
-    def __init__(self, on_thread_error=None):
+    def __init__(self, on_thread_error=None, on_stuck=None):
         self.signum: int | None = None
+        self.cleaning = False  # set by the CLI once its clean-up has begun
         self._saved: dict[int, object] = {}
         self._on_thread_error = on_thread_error
+        self._on_stuck = on_stuck
+        self._reraise = False  # the next SIGINT handled is the watcher's (see _check_stuck)
+        self._raised_again = False
+        self._handled_at: float | None = None
+        self._pipe: tuple[int, int] | None = None
+        self._saved_wakeup_fd = -1
 
     @property
     def seen(self) -> bool:
@@ -54,21 +77,74 @@ class Interrupt:
     def __enter__(self):
         self._saved_hook = threading.excepthook
         threading.excepthook = self._thread_error
-        for signum in SIGNALS:
+        for signum in [*SIGNALS, WAKE]:
             try:
-                self._saved[signum] = signal.signal(signum, self._on_signal)
+                handler = self._on_signal if signum in SIGNALS else _woken
+                self._saved[signum] = signal.signal(signum, handler)
             except ValueError:  # not the main thread: leave Python's own handlers
                 break
+        if self._saved:
+            self._watch()
         Interrupt.active = self
         return self
 
+    def _watch(self) -> None:
+        """Starts the watcher thread (see the module's docstring)."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        self._pipe = (read_fd, write_fd)
+        self._saved_wakeup_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        main = threading.main_thread().ident
+        threading.Thread(
+            target=self._watcher, args=(read_fd, main), name="interrupt-watcher", daemon=True
+        ).start()
+
+    def _watcher(self, read_fd: int, main: int) -> None:
+        try:
+            self._watch_signals(read_fd, main)
+        finally:
+            os.close(read_fd)
+
+    def _watch_signals(self, read_fd: int, main: int) -> None:
+        received = False
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], WAKE_S)
+            if ready:
+                data = os.read(read_fd, 64)
+                if not data:  # __exit__ closed the pipe: the run is over
+                    return
+                received = received or any(b in SIGNALS for b in data)
+            if self._pipe is None:
+                return
+            if received and self.signum is None:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.pthread_kill(main, WAKE)  # the handler is still to run
+            elif self.signum is not None and not self.cleaning:
+                self._check_stuck(main)
+
+    def _check_stuck(self, main: int) -> None:
+        """A signal handled STUCK_S ago without the CLI's clean-up: raise it again in the main
+        thread, and after twice that, clean up from here."""
+        waited = time.monotonic() - (self._handled_at or time.monotonic())
+        if waited >= 2 * STUCK_S and self._on_stuck is not None:
+            self._on_stuck(self.signum)
+        elif waited >= STUCK_S and not self._raised_again:
+            self._raised_again = self._reraise = True
+            _thread.interrupt_main(self.signum)
+            with contextlib.suppress(OSError, ValueError):
+                signal.pthread_kill(main, WAKE)
+
     def _on_signal(self, signum, frame):
+        if self._reraise:  # the watcher's second try (see _check_stuck)
+            self._reraise = False
+            raise KeyboardInterrupt
         if self.signum is not None:
             from pipelines.outputs import output_lock
 
             output_lock.release_all()  # the folder is free again (its marker is removed)
             os._exit(exit_code(self.signum))
         self.signum = signum
+        self._handled_at = time.monotonic()
         # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
         # whole process group, but not a signal sent to this process alone: end them, else
         # the runner's cleanup waits for them forever.
@@ -85,10 +161,19 @@ class Interrupt:
 
     def __exit__(self, *exc):
         threading.excepthook = self._saved_hook
+        if self._pipe is not None:
+            signal.set_wakeup_fd(self._saved_wakeup_fd)
+            read_fd, write_fd = self._pipe
+            self._pipe = None
+            os.close(write_fd)  # the watcher reads the end of the pipe and returns
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)
         Interrupt.active = None
         return False
+
+
+def _woken(signum, frame) -> None:
+    """WAKE's handler: the signal has done its work by interrupting the main thread's wait."""
 
 
 def check_interrupted() -> None:

@@ -7,6 +7,7 @@ estimate, stats, show) never load it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -301,7 +302,7 @@ def run_main(main_fn, argv=None) -> int:
     if set_retry:  # for this run only (a caller of main() in its own process keeps its env)
         os.environ[gcs.RETRY_ENV] = f"{gcs.DEFAULT_RETRY_S:g}"
     _OUTPUT.update(folder=None, remove=None)
-    with Interrupt(log_thread_error(WORKER_LOGGERS[0])) as interrupt:
+    with Interrupt(log_thread_error(WORKER_LOGGERS[0]), on_stuck=_end_stuck_run) as interrupt:
         try:
             check_gcp_credentials(argv)
             main_fn(argv)
@@ -309,6 +310,7 @@ def run_main(main_fn, argv=None) -> int:
             failed = False
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
             if _was_interrupted(e, interrupt):
+                interrupt.cleaning = True
                 failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
                 end_child_processes(signal.SIGTERM, wait_s=5.0)
                 if _OUTPUT["remove"] is not None:
@@ -344,6 +346,19 @@ def run_main(main_fn, argv=None) -> int:
                 os.environ.pop(gcs.RETRY_ENV, None)
             _run_ended()
     return 0
+
+
+def _end_stuck_run(signum: int) -> None:
+    """A signal that the run's libraries swallowed twice (pipelines.runtime.interrupts): the
+    clean-up of run_main, from the watcher thread, then the exit."""
+    end_child_processes(signal.SIGKILL)
+    with contextlib.suppress(Exception):  # noqa: BLE001 - the exit below must happen
+        if _OUTPUT["remove"] is not None:
+            _OUTPUT["remove"]()
+    remove_pipeline_temp_dirs()
+    output_lock.release_all()
+    print_line(f"error: {interrupted_line(signum)}")
+    os._exit(exit_code(signum))
 
 
 def _run_ended() -> None:
