@@ -27,7 +27,8 @@ def _interrupted_outside_a_run(signum, frame):
     os._exit(128 + signum)
 
 
-if sys.argv and os.path.basename(sys.argv[0]) in _SCRIPTS:
+AS_PROGRAM = bool(sys.argv) and os.path.basename(sys.argv[0]) in _SCRIPTS
+if AS_PROGRAM:
     for _signum in _WORDS:
         try:
             signal.signal(_signum, _interrupted_outside_a_run)

@@ -17,6 +17,10 @@
   ran, if the CLI has not begun its clean-up (`cleaning`), the watcher raises KeyboardInterrupt
   in the main thread again; STUCK_S later still, it runs `on_stuck` (run_main's clean-up and
   exit), so that a signal never ends in a hang.
+* **A runner thread that ran out of memory or threads** (under `ulimit -v`, Beam's runner and
+  gRPC start threads whose stacks do not fit; the error ends that thread only, or gRPC logs it,
+  and the main thread waits forever): `fail` records the run's one line and raises it in the
+  main thread as RunFailed.
 * **A dead worker process** (`WorkerDied`, raised by pipelines.runtime.worker_deaths) and **a
   MemoryError** (`memory_error_line`) become one line in run_main.
 """
@@ -48,9 +52,20 @@ def exit_code(signum: int) -> int:
     return 128 + int(signum)
 
 
-class WorkerDied(RuntimeError):
-    """A worker process of the local runner ended while the run needed it; the message is the
-    one line run_main prints."""
+class RunFailed(RuntimeError):
+    """A failure that ends the run in one line: the message is the line run_main prints."""
+
+
+class WorkerDied(RunFailed):
+    """A worker process of the local runner ended while the run needed it."""
+
+
+def out_of_resources(error: BaseException | None) -> bool:
+    """Whether `error` says the process ran out of memory or threads: a MemoryError, or the
+    `can't start new thread` of a thread whose stack did not fit (ulimit -v)."""
+    return isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and "can't start new thread" in str(error)
+    )
 
 
 class Interrupt:
@@ -69,6 +84,7 @@ class Interrupt:
         self._handled_at: float | None = None
         self._pipe: tuple[int, int] | None = None
         self._saved_wakeup_fd = -1
+        self._failure: RunFailed | None = None  # to raise in the main thread (see fail)
 
     @property
     def seen(self) -> bool:
@@ -134,7 +150,21 @@ class Interrupt:
             with contextlib.suppress(OSError, ValueError):
                 signal.pthread_kill(main, WAKE)
 
+    def fail(self, line: str) -> None:
+        """From any thread: ends the run with `line` (RunFailed, raised in the main thread)
+        unless a signal or another failure came first."""
+        if self.signum is not None or self._failure is not None:
+            return
+        self._failure = RunFailed(line)
+        self._reraise = True
+        _thread.interrupt_main(signal.SIGINT)
+        with contextlib.suppress(OSError, ValueError):
+            signal.pthread_kill(threading.main_thread().ident, WAKE)
+
     def _on_signal(self, signum, frame):
+        if self._reraise and self._failure is not None and self.signum is None:
+            self._reraise = False
+            raise self._failure
         if self._reraise:  # the watcher's second try (see _check_stuck)
             self._reraise = False
             raise KeyboardInterrupt
@@ -158,6 +188,8 @@ class Interrupt:
             return
         if self._on_thread_error is not None:
             self._on_thread_error(args)
+        if out_of_resources(args.exc_value):
+            self.fail(memory_error_line())
 
     def __exit__(self, *exc):
         threading.excepthook = self._saved_hook
@@ -174,6 +206,26 @@ class Interrupt:
 
 def _woken(signum, frame) -> None:
     """WAKE's handler: the signal has done its work by interrupting the main thread's wait."""
+
+
+EXIT_S = 20.0  # how long threads that a run left behind may hold the program's exit
+
+
+def guard_exit(code: int | None) -> None:
+    """Called where a CLI program's run has ended with `code`: a thread that the run's
+    libraries left behind (Beam's reader of a worker's control stream, after a run that failed
+    in the runner) would hold the interpreter's exit forever; EXIT_S from now the process ends
+    anyway, with the same code (the run's line is already printed)."""
+    code = int(code or 0)
+
+    def end() -> None:
+        time.sleep(EXIT_S)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+    threading.Thread(target=end, name="exit-guard", daemon=True).start()
 
 
 def check_interrupted() -> None:
@@ -269,7 +321,7 @@ def memory_error(error: BaseException) -> bool:
     """Whether `error` is a MemoryError, also one a runner re-raised from a worker as text."""
     seen = error
     while seen is not None:
-        if isinstance(seen, MemoryError) or "MemoryError" in str(seen).split("\n", 1)[0]:
+        if out_of_resources(seen) or "MemoryError" in str(seen).split("\n", 1)[0]:
             return True
         seen = seen.__cause__ or seen.__context__
     return "\nMemoryError" in str(error)

@@ -21,14 +21,17 @@ from pipelines.outputs import output_lock
 from pipelines.runtime.interrupts import (  # noqa: F401  (Interrupt, child_processes: pipelines.runtime.runner's names)
     SIGNALS,
     Interrupt,
+    RunFailed,
     WorkerDied,
     check_interrupted,
     child_processes,
     end_child_processes,
     exit_code,
+    guard_exit,
     log_thread_error,
     memory_error,
     memory_error_line,
+    out_of_resources,
     print_line,
     signal_name,
 )
@@ -259,7 +262,7 @@ def _failure_line(error: BaseException) -> str | None:
     """One line for a run that a dead worker process or a memory limit ended, else None."""
     seen = error
     while seen is not None:
-        if isinstance(seen, WorkerDied):
+        if isinstance(seen, RunFailed):
             return str(seen)
         seen = seen.__cause__ or seen.__context__
     if memory_error(error):
@@ -273,8 +276,19 @@ def run_main(main_fn, argv=None) -> int:
     partial output on any exception); a dead worker process or a MemoryError one line and 1.
 
     Local workers' logs (with their tracebacks) go to worker_log_path(), never to stderr; the
-    file is kept, and named in the error line, when the run fails, else removed.
+    file is kept, and named in the error line, when the run fails, else removed. Run as a
+    program, the process then exits within EXIT_S of the run's end (interrupts.guard_exit).
     """
+    code = _run_main(main_fn, argv)
+    import pipelines
+
+    if pipelines.AS_PROGRAM:  # the threads a failed run left may not hold its exit
+        guard_exit(code)
+    return code
+
+
+def _run_main(main_fn, argv=None) -> int:
+    """run_main's body (see there)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Beam logs a failing DoFn's traceback before re-raising; the CLI reports it instead.
     logging.getLogger("apache_beam.runners.common").setLevel(logging.CRITICAL)
@@ -303,6 +317,8 @@ def run_main(main_fn, argv=None) -> int:
         os.environ[gcs.RETRY_ENV] = f"{gcs.DEFAULT_RETRY_S:g}"
     _OUTPUT.update(folder=None, remove=None)
     with Interrupt(log_thread_error(WORKER_LOGGERS[0]), on_stuck=_end_stuck_run) as interrupt:
+        grpc_errors = _ThreadsOutOfResources(interrupt)
+        logging.getLogger("grpc._server").addHandler(grpc_errors)
         try:
             check_gcp_credentials(argv)
             main_fn(argv)
@@ -334,6 +350,7 @@ def run_main(main_fn, argv=None) -> int:
             print(f"error: {message}{where}", file=sys.stderr)
             return 2
         finally:
+            logging.getLogger("grpc._server").removeHandler(grpc_errors)
             for logger, propagate in saved:
                 logger.removeHandler(handler)
                 logger.propagate = propagate
@@ -346,6 +363,19 @@ def run_main(main_fn, argv=None) -> int:
                 os.environ.pop(gcs.RETRY_ENV, None)
             _run_ended()
     return 0
+
+
+class _ThreadsOutOfResources(logging.Handler):
+    """gRPC's server logs the error of a thread it could not start (ulimit -v) and goes on
+    without it; the run would wait forever for that thread's work: end it in one line."""
+
+    def __init__(self, interrupt: Interrupt):
+        super().__init__(logging.ERROR)
+        self._interrupt = interrupt
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and out_of_resources(record.exc_info[1]):
+            self._interrupt.fail(memory_error_line())
 
 
 def _end_stuck_run(signum: int) -> None:

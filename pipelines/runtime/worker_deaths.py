@@ -17,7 +17,12 @@ a failed run as WorkerDied, which run_main prints in one line. A run is not retr
 bundles may have written part files, and the CLI removes a failed run's partial output.
 
 The runner's close waited for each worker process without a bound too; a worker process that
-has not ended STOP_S after its close is killed with what it started (`_bounded_stop`).
+has not ended STOP_S after its close is killed with what it started (`_bounded_stop`). So did
+its close of a control connection, for the thread that reads the worker's responses: a run that
+failed in the runner (a thread it could not start under `ulimit -v`) waited there forever for a
+worker that never answers; it waits STOP_S (`_bounded_close`). The close of the runner's gRPC
+servers waits for each server's serving thread to see the shutdown; a serving thread that
+ended with that error never does: the wait is bounded too (`_bounded_server_close`).
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ TARGETS = (
     (worker_handlers.SubprocessSdkWorkerHandler, "stop_worker", "ddfef6451cfa7f26"),
     (worker_handlers.SubprocessSdkWorkerHandler, "close", "7e44d64a1e68f7f5"),
     (worker_handlers.ControlConnection, "push", "987ae86b0ab9add5"),
+    (worker_handlers.ControlConnection, "close", "4e227a7307b71f7b"),
+    (worker_handlers.GrpcServer, "close", "a00eb24f9e3ef67b"),
 )
 _deaths: list[str] = []  # the run in progress's, in the order they were seen
 
@@ -192,6 +199,27 @@ def _aborted_push(push):
     return push_checked
 
 
+def _bounded_close(self) -> None:
+    """Beam 2.77's ControlConnection.close, its wait for the reading thread bounded by STOP_S
+    (the worker process is then stopped by `_bounded_stop`)."""
+    connection = worker_handlers.ControlConnection
+    with connection._lock:
+        if self._state == worker_handlers.BeamFnControlServicer.STARTED_STATE:
+            self.push(worker_handlers.BeamFnControlServicer._DONE_MARKER)
+            self._read_thread.join(timeout=STOP_S)
+        self._state = worker_handlers.BeamFnControlServicer.DONE_STATE
+
+
+def _bounded_server_close(self) -> None:
+    """Beam 2.77's GrpcServer.close, each server's shutdown waited for at most its grace plus
+    STOP_S."""
+    self.control_handler.done()
+    grace = self._DEFAULT_SHUTDOWN_TIMEOUT_SECS
+    servers = (self.control_server, self.data_server, self.state_server, self.logging_server)
+    for stopped in [server.stop(grace) for server in servers]:
+        stopped.wait(timeout=grace + STOP_S)
+
+
 def install() -> None:
     """Watches every SDK worker process this process's runners start (once per process)."""
     with _lock:
@@ -204,3 +232,7 @@ def install() -> None:
         handler.close = _closing(handler.close)
         connection = worker_handlers.ControlConnection
         connection.push = _aborted_push(connection.push)
+        _bounded_close.__wrapped__ = connection.close
+        connection.close = _bounded_close
+        _bounded_server_close.__wrapped__ = worker_handlers.GrpcServer.close
+        worker_handlers.GrpcServer.close = _bounded_server_close

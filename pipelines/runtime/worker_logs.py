@@ -11,11 +11,13 @@ FORK_WORKERS = "BEAM_GRAPH_FORK_WORKERS"
 
 # Where local SDK workers' logs arrive: multi-process workers send every record, with its
 # stack trace, through the job service's logger; in-process workers log under runners.worker;
-# the runner logs there the errors of closing worker processes that already ended (a Ctrl-C).
+# the runner logs there the errors of closing worker processes that already ended (a Ctrl-C),
+# and gRPC's server those of the runner's connections (a thread it could not start).
 WORKER_LOGGERS = (
     "apache_beam.runners.portability.local_job_service",
     "apache_beam.runners.worker",
     "apache_beam.runners.portability.fn_api_runner.worker_handlers",
+    "grpc._server",
 )
 
 
