@@ -370,7 +370,20 @@ def _check_indices(index, edges_per_sample, nodes_per_sample, where: str, name: 
 
 def encode_chunk(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
     """The serialized tf.Example of every subgraph of `chunk`, in order: byte for byte what
-    `encode_subgraph` gives for each (same checks, ValueError naming the set and feature)."""
+    `encode_subgraph` gives for each (same checks, ValueError naming the set and feature).
+
+    Written by the compiled encoder (sampler.sample.encode_compiled); a chunk it does not
+    take (or one the checks reject) goes to `encode_chunk_numpy`, the same bytes."""
+    from sampler.sample.encode_compiled import Unsupported, encode_chunk_compiled
+
+    try:
+        return encode_chunk_compiled(chunk, specs)
+    except Unsupported:
+        return encode_chunk_numpy(chunk, specs)
+
+
+def encode_chunk_numpy(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
+    """encode_chunk in numpy passes (the compiled encoder's twin and fallback)."""
     n = len(chunk)
     if n == 0:
         return []

@@ -1,0 +1,254 @@
+"""The chunk encoder with compiled kernels (sampler/sample/encode_jit.py): each chunk's
+records are written in one pass into one buffer, feature rows copied straight from the
+feature tables (no gathered copy, no joins), varints and headers written in place.
+
+`encode_chunk_compiled(chunk, specs)` gives the bytes of `encode_chunk_numpy`
+(sampler.sample.encode_chunk; tests/test_encode_compiled.py compares them). This module
+plans (which table rows, which lengths) with numpy over per-record arrays; the kernels do
+the per-value work. A column the kernels do not read as it is (float features that are not
+float32, int features that are not int64, bytes features, a non-contiguous table) is
+gathered by the numpy encoder's own code and copied from there. Anything the numpy encoder
+would reject (a missing or misshaped feature, an index out of range, a non-bytes id) is
+`Unsupported` here: the caller then runs the numpy encoder, which raises its own error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sampler.jit_loader import kernels
+from sampler.sample import encode_chunk as numpy_encoder
+from sampler.sample.encode import SAMPLE_ID_KEY, SEED_ID_KEY, EncodeSpecs
+from sampler.sample.subgraph import SubgraphChunk
+
+_NO_ROWS = np.zeros(0, np.int64)
+
+
+class Unsupported(Exception):
+    """The chunk takes the numpy encoder (which raises the user's error, if any)."""
+
+
+def _kernels():
+    return kernels("sampler.sample.encode_jit")
+
+
+def _int64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+class _Entry:
+    """One key of every record: its header constants and where its list payload comes from."""
+
+    def __init__(self, key: str, kind: str):
+        self.key = key.encode()
+        self.kind = kind
+        self.packed = numpy_encoder._PACKED[kind]
+        self.prefix = np.frombuffer(numpy_encoder._Entry(key, kind, 0).prefix, np.uint8)
+        self.source: tuple | None = None  # (how, arrays..., rows, row0, bounds)
+        self.inline: np.ndarray | None = None  # one int64 varint per record (#size)
+
+    def payload_lengths(self, n: int) -> np.ndarray:
+        k = _kernels()
+        if self.inline is not None:
+            return k.varint_lengths(self.inline)
+        if self.source is None:
+            return np.zeros(n, np.int64)
+        how, *arrays, rows, row0, bounds = self.source
+        if how == "fixed":
+            return np.diff(bounds) * arrays[1]
+        if how == "varint":
+            return k.varint_payloads(*arrays, rows, row0, bounds)
+        if len(rows) == 0:  # ragged, rows row0, row0 + 1, ...: no gather needed
+            at = arrays[1][row0 + bounds]
+            return at[1:] - at[:-1]
+        return k.ragged_payloads(arrays[1], rows, row0, bounds)
+
+    def put_payloads(self, out: np.ndarray, at: np.ndarray) -> None:
+        k = _kernels()
+        if self.inline is not None:
+            k.put_varints(out, at, self.inline)
+        elif self.source is not None:
+            how, *arrays, rows, row0, bounds = self.source
+            put = {"fixed": k.put_fixed, "varint": k.put_varint_rows, "ragged": k.put_ragged}
+            put[how](out, at, *arrays, rows, row0, bounds)
+
+
+def _ragged_body(data: np.ndarray, offsets: np.ndarray, n: int) -> tuple:
+    """A body of the numpy encoder (buffer, n + 1 record offsets) as a ragged source."""
+    return ("ragged", data, _int64(offsets), _NO_ROWS, 0, np.arange(n + 1, dtype=np.int64))
+
+
+def _rows_of(index, b0: int, b1: int, table_rows: int) -> tuple[np.ndarray, int]:
+    """(the table rows of values b0..b1 as int64, or empty; row0) - Unsupported when any
+    is out of the table (np.take would raise, or wrap a negative one)."""
+    if index is None:
+        if b1 > table_rows:
+            raise Unsupported
+        return _NO_ROWS, b0
+    index = np.asarray(index)
+    if index.ndim != 1 or index.dtype.kind not in "iu" or len(index) < b1:
+        raise Unsupported
+    rows = _int64(index[b0:b1])
+    if len(rows) and (rows.min() < 0 or rows.max() >= table_rows):
+        raise Unsupported
+    return rows, 0
+
+
+def _feature_source(column, index, fk, bounds: np.ndarray, where: str, n: int) -> tuple:
+    """The payload source of one feature of a set's rows [bounds[0], bounds[-1])."""
+    spec = fk.spec
+    b0, b1 = int(bounds[0]), int(bounds[-1])
+    base = bounds - b0
+    expected = (spec.width,) if spec.shape else ()
+    direct = (
+        isinstance(column, np.ndarray)
+        and column.shape[1:] == expected
+        and column.flags.c_contiguous
+        and (spec.kind, column.dtype.str) in (("float", "<f4"), ("int", "<i8"))
+    )
+    if direct:
+        rows, row0 = _rows_of(index, b0, b1, len(column))
+        flat = column.reshape(-1)
+        if spec.kind == "float":
+            return ("fixed", flat.view(np.uint8), 4 * spec.width, rows, row0, base)
+        return ("varint", flat, spec.width, rows, row0, base)
+    # the numpy encoder's gather (np.take, then a copy in the payload's format)
+    try:
+        values = None if column is None else numpy_encoder._take(column, index)
+        values = None if values is None else values[b0:b1]
+        values = numpy_encoder._check(values, fk, b1 - b0, where)
+        data, offsets = numpy_encoder._value_body(values, spec.kind, base, spec.width)
+    except (ValueError, TypeError, IndexError) as e:
+        raise Unsupported from e
+    return _ragged_body(data, offsets, n)
+
+
+def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
+    """sampler.sample.encode_chunk._entries, as payload sources instead of bodies."""
+    n = len(chunk)
+    entries = []
+    for key, values in ((SAMPLE_ID_KEY, chunk.sample_ids), (SEED_ID_KEY, chunk.seed_ids)):
+        entry = _Entry(key, "bytes")
+        try:
+            data, lengths = numpy_encoder.framed_bytes(values)
+        except ValueError as e:
+            raise Unsupported from e
+        if len(lengths) != n:
+            raise Unsupported
+        entry.source = _ragged_body(data, numpy_encoder._offsets(lengths), n)
+        entries.append(entry)
+    unknown = chunk.node_rows.keys() - specs.node_sets.keys()
+    unknown |= chunk.edge_rows.keys() - specs.edge_sets.keys()
+    if unknown:
+        raise Unsupported
+    sizes = {}
+    for name, enc in specs.node_sets.items():
+        where = f"node set '{name}'"
+        part = chunk.node_rows.get(name)
+        size, ids = _Entry(enc.size_key, "int"), _Entry(enc.id_key, "bytes")
+        features = [_Entry(fk.key, fk.spec.kind) for fk in enc.features]
+        if part is None:
+            size.inline = np.zeros(n, np.int64)
+        else:
+            bounds = _int64(part.bounds)
+            if len(bounds) != n + 1:
+                raise Unsupported
+            size.inline = np.diff(bounds)
+            sizes[name] = size.inline
+            b0, b1 = int(bounds[0]), int(bounds[-1])
+            base = bounds - b0
+            table_ids = part.batch.ids
+            if getattr(table_ids, "ndim", 1) != 1:
+                raise Unsupported
+            try:
+                if part.index is None:
+                    data, lengths = numpy_encoder.framed_bytes(table_ids[b0:b1])
+                    if len(lengths) != b1 - b0:
+                        raise Unsupported
+                    ids.source = (
+                        "ragged",
+                        data,
+                        numpy_encoder._offsets(lengths),
+                        _NO_ROWS,
+                        0,
+                        base,
+                    )
+                else:
+                    data, offsets = numpy_encoder._framed_table_ids(table_ids)
+                    rows, _ = _rows_of(part.index, b0, b1, len(offsets) - 1)
+                    ids.source = ("ragged", data, offsets, rows, 0, base)
+            except ValueError as e:
+                raise Unsupported from e
+            for fk, entry in zip(enc.features, features, strict=True):
+                column = part.batch.features.get(fk.spec.name)
+                entry.source = _feature_source(column, part.index, fk, bounds, where, n)
+        entries += [size, ids, *features]
+    for name, enc in specs.edge_sets.items():
+        where = f"edge set '{name}'"
+        edges = chunk.edge_rows.get(name)
+        size = _Entry(enc.size_key, "int")
+        ends = [_Entry(enc.source_key, "int"), _Entry(enc.target_key, "int")]
+        features = [_Entry(fk.key, fk.spec.kind) for fk in enc.features]
+        if edges is None:
+            size.inline = np.zeros(n, np.int64)
+        else:
+            index, values_of, bounds = edges
+            bounds = _int64(bounds)
+            if len(bounds) != n + 1:
+                raise Unsupported
+            size.inline = np.diff(bounds)
+            b0, b1 = int(bounds[0]), int(bounds[-1])
+            base = bounds - b0
+            index = np.asarray(index)[:, b0:b1]
+            for end, entry, node_set in zip((0, 1), ends, (enc.source, enc.target), strict=True):
+                try:
+                    numpy_encoder._check_indices(
+                        index[end], size.inline, sizes.get(node_set), where, "#source"
+                    )
+                except ValueError as e:
+                    raise Unsupported from e
+                if index.shape[1] != b1 - b0:
+                    raise Unsupported
+                entry.source = ("varint", _int64(index[end]), 1, _NO_ROWS, 0, base)
+            for fk, entry in zip(enc.features, features, strict=True):
+                values = values_of.get(fk.spec.name)
+                values = None if values is None else values[b0:b1]
+                entry.source = _feature_source(values, None, fk, base, where, n)
+        entries += [size, *ends, *features]
+    return sorted(entries, key=lambda e: e.key)
+
+
+def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
+    """encode_chunk_numpy's records of `chunk`; Unsupported where that one would raise (or
+    meets input the kernels do not take)."""
+    n = len(chunk)
+    if n == 0:
+        return []
+    k = _kernels()
+    entries = _entries(chunk, specs)
+    vlen = k.varint_lengths
+    heads = []  # per entry: (entry, feature, list, payload) lengths of every record
+    total = np.zeros(n, np.int64)
+    for entry in entries:
+        p = entry.payload_lengths(n)
+        list_len = np.where(p > 0, 1 + vlen(p) + p, 0) if entry.packed else p
+        feature = 1 + vlen(list_len) + list_len
+        length = len(entry.prefix) + vlen(feature) + feature
+        heads.append((length, feature, list_len, p))
+        total += 1 + vlen(length) + length
+    record = 1 + vlen(total) + total
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(record, out=starts[1:])
+    out = np.empty(int(starts[-1]), np.uint8)
+    k.put_record_heads(out, starts[:-1], total)
+    at = starts[:-1] + 1 + vlen(total)
+    for entry, (length, feature, list_len, p) in zip(entries, heads, strict=True):
+        tag = numpy_encoder._TAG[entry.kind]
+        payload_at = k.put_entry_heads(
+            out, at, length, entry.prefix, feature, tag, list_len, p, entry.packed
+        )
+        entry.put_payloads(out, payload_at)
+        at = at + 1 + vlen(length) + length
+    view = memoryview(out)
+    bounds = starts.tolist()
+    return [bytes(view[bounds[i] : bounds[i + 1]]) for i in range(n)]
