@@ -63,14 +63,41 @@ class _Entry:
             return at[1:] - at[:-1]
         return k.ragged_payloads(arrays[1], rows, row0, bounds)
 
-    def put_payloads(self, out: np.ndarray, at: np.ndarray) -> None:
+    def params(self, arrays: _Arrays, prefix_at: int) -> list[int]:
+        """This entry's row of encode_jit.write_records' `params`."""
         k = _kernels()
+        row = [k.NONE, numpy_encoder._TAG[self.kind], self.packed, prefix_at, len(self.prefix)]
+        row += [-1, -1, -1, 0, -1, 0]  # DATA, AUX, ROWS, ROW0, BOUNDS, UNIT
         if self.inline is not None:
-            k.put_varints(out, at, self.inline)
+            row[k.HOW], row[k.DATA] = k.INLINE, arrays.add(_int64(self.inline))
         elif self.source is not None:
-            how, *arrays, rows, row0, bounds = self.source
-            put = {"fixed": k.put_fixed, "varint": k.put_varint_rows, "ragged": k.put_ragged}
-            put[how](out, at, *arrays, rows, row0, bounds)
+            how, data, aux, rows, row0, bounds = self.source
+            row[k.HOW] = {"fixed": k.FIXED, "varint": k.VARINT, "ragged": k.RAGGED}[how]
+            row[k.DATA] = arrays.add(data)
+            if how == "ragged":
+                row[k.AUX] = arrays.add(aux)
+            else:
+                row[k.UNIT] = aux
+            row[k.ROWS] = arrays.add(rows) if len(rows) else -1
+            row[k.ROW0], row[k.BOUNDS] = row0, arrays.add(bounds)
+        return row
+
+
+class _Arrays:
+    """The (address, length) rows of the arrays the kernel reads; holds them while it runs."""
+
+    def __init__(self):
+        self.held: list[np.ndarray] = []
+
+    def add(self, array: np.ndarray) -> int:
+        if not array.flags.c_contiguous or array.dtype not in (np.uint8, np.int64):
+            raise AssertionError(f"not a contiguous uint8/int64 array: {array.dtype}")
+        self.held.append(array)
+        return len(self.held) - 1
+
+    def table(self) -> np.ndarray:
+        rows = [(a.__array_interface__["data"][0], len(a)) for a in self.held]
+        return np.array(rows, np.int64).reshape(-1, 2)
 
 
 def _ragged_body(data: np.ndarray, offsets: np.ndarray, n: int) -> tuple:
@@ -218,6 +245,11 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
     return sorted(entries, key=lambda e: e.key)
 
 
+# Records are written in groups of about this many bytes into one buffer (it stays in the
+# CPU's caches) and copied from there into their bytes objects.
+GROUP_BYTES = 1 << 21
+
+
 def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
     """encode_chunk_numpy's records of `chunk`; Unsupported where that one would raise (or
     meets input the kernels do not take)."""
@@ -227,28 +259,33 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     k = _kernels()
     entries = _entries(chunk, specs)
     vlen = k.varint_lengths
-    heads = []  # per entry: (entry, feature, list, payload) lengths of every record
+    heads = np.empty((len(entries), 4, n), np.int64)  # entry, Feature, list, payload lengths
     total = np.zeros(n, np.int64)
-    for entry in entries:
+    for e, entry in enumerate(entries):
         p = entry.payload_lengths(n)
         list_len = np.where(p > 0, 1 + vlen(p) + p, 0) if entry.packed else p
         feature = 1 + vlen(list_len) + list_len
         length = len(entry.prefix) + vlen(feature) + feature
-        heads.append((length, feature, list_len, p))
+        heads[e] = length, feature, list_len, p
         total += 1 + vlen(length) + length
-    record = 1 + vlen(total) + total
     starts = np.zeros(n + 1, np.int64)
-    np.cumsum(record, out=starts[1:])
-    out = np.empty(int(starts[-1]), np.uint8)
-    k.put_record_heads(out, starts[:-1], total)
-    at = starts[:-1] + 1 + vlen(total)
-    for entry, (length, feature, list_len, p) in zip(entries, heads, strict=True):
-        tag = numpy_encoder._TAG[entry.kind]
-        payload_at = k.put_entry_heads(
-            out, at, length, entry.prefix, feature, tag, list_len, p, entry.packed
-        )
-        entry.put_payloads(out, payload_at)
-        at = at + 1 + vlen(length) + length
-    view = memoryview(out)
-    bounds = starts.tolist()
-    return [bytes(view[bounds[i] : bounds[i + 1]]) for i in range(n)]
+    np.cumsum(1 + vlen(total) + total, out=starts[1:])
+    arrays, params, prefix_at = _Arrays(), [], 0
+    for entry in entries:
+        params.append(entry.params(arrays, prefix_at))
+        prefix_at += len(entry.prefix)
+    params = np.array(params, np.int64)
+    prefixes = np.concatenate([entry.prefix for entry in entries])
+    table = arrays.table()
+    ends = starts.tolist()
+    buffer = np.empty(min(ends[-1], max(GROUP_BYTES, int(np.diff(starts).max()))), np.uint8)
+    view = memoryview(buffer)
+    records, first = [], 0
+    while first < n:
+        last = int(np.searchsorted(starts, ends[first] + len(buffer), "right")) - 1
+        last = max(first + 1, min(last, n))
+        shift = ends[first]
+        k.write_records(buffer, shift, first, last, starts, total, params, prefixes, table, heads)
+        records += [bytes(view[ends[i] - shift : ends[i + 1] - shift]) for i in range(first, last)]
+        first = last
+    return records

@@ -13,7 +13,7 @@ Varints of int64 are those of their two's complement uint64, as protobuf writes 
 from __future__ import annotations
 
 import numpy as np
-from numba import types
+from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -106,73 +106,94 @@ def ragged_payloads(offsets, rows, row0, bounds):
     return out
 
 
-@njit
-def put_record_heads(out, at, total):
-    """0x0a varint(total[i]) at at[i]: each record's Example header."""
-    for i in range(len(at)):
-        out[at[i]] = 0x0A
-        _put_varint(out, at[i] + 1, np.uint64(total[i]))
+# Entries of `write_records`: one row of `params` each, its columns:
+HOW, TAG, PACKED, PREFIX_AT, PREFIX_LEN, DATA, AUX, ROWS, ROW0, BOUNDS, UNIT = range(11)
+# HOW: no payload; a varint per record (`#size`); and the three sources above. DATA, AUX,
+# ROWS and BOUNDS are rows of `arrays` (-1: none): DATA the uint8 buffer (fixed, ragged)
+# or the int64 values (inline, varint), AUX the int64 offsets (ragged), UNIT row_bytes or
+# width.
+NONE, INLINE, FIXED, VARINT, RAGGED = range(5)
+
+
+def _pointer_to(item):
+    @intrinsic
+    def pointer(typingctx, address):
+        """A pointer to `item` values at `address` (an int64 from numpy's array interface)."""
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(types.CPointer(item)))
+
+        return types.CPointer(item)(types.int64), codegen
+
+    return pointer
+
+
+_uint8_pointer, _int64_pointer = _pointer_to(types.uint8), _pointer_to(types.int64)
 
 
 @njit
-def put_entry_heads(out, at, entry, prefix, feature, tag, list_len, payload, packed):
-    """Each record's header of one map entry (0x0a len(entry) 0x0a len(key) key 0x12
-    len(Feature) tag len(list) [0x0a len(payload)]) at at[i]; returns where the payloads go."""
-    n = len(at)
-    ends = np.empty(n, np.int64)
-    for i in range(n):
-        pos = at[i]
-        out[pos] = 0x0A
-        pos = _put_varint(out, pos + 1, np.uint64(entry[i]))
-        for b in range(len(prefix)):
-            out[pos + b] = prefix[b]
-        pos = _put_varint(out, pos + len(prefix), np.uint64(feature[i]))
-        out[pos] = tag
-        pos = _put_varint(out, pos + 1, np.uint64(list_len[i]))
-        if packed and payload[i] > 0:
-            out[pos] = 0x0A
-            pos = _put_varint(out, pos + 1, np.uint64(payload[i]))
-        ends[i] = pos
-    return ends
+def _uint8s(arrays, slot):
+    return carray(_uint8_pointer(arrays[slot, 0]), arrays[slot, 1])
 
 
 @njit
-def put_varints(out, at, values):
-    """varint(values[i]) at at[i]."""
-    for i in range(len(at)):
-        _put_varint(out, at[i], np.uint64(values[i]))
+def _int64s(arrays, slot):
+    return carray(_int64_pointer(arrays[slot, 0]), arrays[slot, 1])
 
 
 @njit
-def put_fixed(out, at, data, row_bytes, rows, row0, bounds):
-    """Each record's rows of `data` (row_bytes each), copied one after another at at[i]."""
-    for i in range(len(at)):
-        pos = at[i]
+def _put_payload(out, pos, i, entry, arrays):
+    """Record i's list payload of one entry (a row of `params`) at `pos`; returns its end."""
+    how = entry[HOW]
+    if how == NONE:
+        return pos
+    if how == INLINE:
+        return _put_varint(out, pos, np.uint64(_int64s(arrays, entry[DATA])[i]))
+    rows = _int64s(arrays, entry[ROWS]) if entry[ROWS] >= 0 else _int64s(arrays, entry[BOUNDS])[:0]
+    row0, unit = entry[ROW0], entry[UNIT]
+    bounds = _int64s(arrays, entry[BOUNDS])
+    if how == FIXED:
+        data = _uint8s(arrays, entry[DATA])
         for k in range(bounds[i], bounds[i + 1]):
-            start = _row(rows, row0, k) * row_bytes
-            _memcpy(out, pos, data, start, row_bytes)
-            pos += row_bytes
-
-
-@njit
-def put_varint_rows(out, at, values, width, rows, row0, bounds):
-    """Each record's rows of int64 `values` (width each) as varints at at[i]."""
-    for i in range(len(at)):
-        pos = at[i]
+            _memcpy(out, pos, data, _row(rows, row0, k) * unit, unit)
+            pos += unit
+    elif how == VARINT:
+        values = _int64s(arrays, entry[DATA])
         for k in range(bounds[i], bounds[i + 1]):
-            start = _row(rows, row0, k) * width
-            for j in range(start, start + width):
+            start = _row(rows, row0, k) * unit
+            for j in range(start, start + unit):
                 pos = _put_varint(out, pos, np.uint64(values[j]))
-
-
-@njit
-def put_ragged(out, at, data, offsets, rows, row0, bounds):
-    """Each record's byte ranges of `data`, one after another at at[i]."""
-    for i in range(len(at)):
-        pos = at[i]
+    else:
+        data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
             r = _row(rows, row0, k)
-            start = offsets[r]
-            size = offsets[r + 1] - start
-            _memcpy(out, pos, data, start, size)
+            size = offsets[r + 1] - offsets[r]
+            _memcpy(out, pos, data, offsets[r], size)
             pos += size
+    return pos
+
+
+@njit
+def write_records(out, shift, first, last, starts, total, params, prefixes, arrays, heads):
+    """Records first..last-1, whole, into `out` (record i at starts[i] - shift), each in one
+    pass: 0x0a len(Features), then per entry (a row of `params`, in key order) its header
+    (0x0a len(entry) 0x0a len(key) key 0x12 len(Feature) tag len(list) [0x0a len(payload)],
+    lengths heads[e, 0..3, i]) and its payload. `arrays`: (address, length) rows of the
+    arrays the entries read, kept alive by the caller."""
+    for i in range(first, last):
+        pos = starts[i] - shift
+        out[pos] = 0x0A
+        pos = _put_varint(out, pos + 1, np.uint64(total[i]))
+        for e in range(len(params)):
+            entry = params[e]
+            out[pos] = 0x0A
+            pos = _put_varint(out, pos + 1, np.uint64(heads[e, 0, i]))
+            size = entry[PREFIX_LEN]
+            _memcpy(out, pos, prefixes, entry[PREFIX_AT], size)
+            pos = _put_varint(out, pos + size, np.uint64(heads[e, 1, i]))
+            out[pos] = entry[TAG]
+            pos = _put_varint(out, pos + 1, np.uint64(heads[e, 2, i]))
+            if entry[PACKED] and heads[e, 3, i] > 0:
+                out[pos] = 0x0A
+                pos = _put_varint(out, pos + 1, np.uint64(heads[e, 3, i]))
+            pos = _put_payload(out, pos, i, entry, arrays)
