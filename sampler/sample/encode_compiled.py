@@ -46,9 +46,12 @@ class _Entry:
         self.prefix = np.frombuffer(numpy_encoder._Entry(key, kind, 0).prefix, np.uint8)
         self.source: tuple | None = None  # (how, arrays..., rows, row0, bounds)
         self.inline: np.ndarray | None = None  # one int64 varint per record (#size)
+        self.lengths: np.ndarray | None = None  # of the payloads, when known already
 
     def payload_lengths(self, n: int) -> np.ndarray:
         k = _kernels()
+        if self.lengths is not None:
+            return self.lengths
         if self.inline is not None:
             return k.varint_lengths(self.inline)
         if self.source is None:
@@ -152,7 +155,7 @@ def _feature_source(column, index, fk, bounds: np.ndarray, where: str, n: int) -
 
 def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
     """sampler.sample.encode_chunk._entries, as payload sources instead of bodies."""
-    n = len(chunk)
+    n, k = len(chunk), _kernels()
     entries = []
     for key, values in ((SAMPLE_ID_KEY, chunk.sample_ids), (SEED_ID_KEY, chunk.seed_ids)):
         entry = _Entry(key, "bytes")
@@ -227,16 +230,19 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
             b0, b1 = int(bounds[0]), int(bounds[-1])
             base = bounds - b0
             index = np.asarray(index)[:, b0:b1]
+            if index.ndim != 2 or len(index) != 2 or index.shape[1] != b1 - b0:
+                raise Unsupported
+            if b1 > b0 and index.dtype.kind not in "iu":
+                raise Unsupported
             for end, entry, node_set in zip((0, 1), ends, (enc.source, enc.target), strict=True):
-                try:
-                    numpy_encoder._check_indices(
-                        index[end], size.inline, sizes.get(node_set), where, "#source"
-                    )
-                except ValueError as e:
-                    raise Unsupported from e
-                if index.shape[1] != b1 - b0:
+                values = _int64(index[end])
+                nodes = sizes.get(node_set)
+                nodes = np.zeros(n, np.int64) if nodes is None else nodes
+                lengths, bad = k.index_payloads(values, base, nodes)
+                if bad >= 0:  # (a uint64 index past 2**63 is negative here)
                     raise Unsupported
-                entry.source = ("varint", _int64(index[end]), 1, _NO_ROWS, 0, base)
+                entry.source = ("varint", values, 1, _NO_ROWS, 0, base)
+                entry.lengths = lengths
             for fk, entry in zip(enc.features, features, strict=True):
                 values = values_of.get(fk.spec.name)
                 values = None if values is None else values[b0:b1]
@@ -278,11 +284,12 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     prefixes = np.concatenate([entry.prefix for entry in entries])
     table = arrays.table()
     ends = starts.tolist()
-    buffer = np.empty(min(ends[-1], max(GROUP_BYTES, int(np.diff(starts).max()))), np.uint8)
+    size = min(ends[-1], max(GROUP_BYTES, int(np.diff(starts).max())))
+    buffer = np.empty(size + 1, np.uint8)  # a byte to spare (encode_jit._put_index)
     view = memoryview(buffer)
     records, first = [], 0
     while first < n:
-        last = int(np.searchsorted(starts, ends[first] + len(buffer), "right")) - 1
+        last = int(np.searchsorted(starts, ends[first] + size, "right")) - 1
         last = max(first + 1, min(last, n))
         shift = ends[first]
         k.write_records(buffer, shift, first, last, starts, total, params, prefixes, table, heads)

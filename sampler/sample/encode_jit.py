@@ -44,10 +44,10 @@ def _memcpy(typingctx, dst, dst_at, src, src_at, count):
 
 @njit
 def _varint_length(v):
+    """1 to 10, without branches (a loop over the bytes mispredicts on mixed lengths)."""
     n = 1
-    while v >= _HIGH:
-        v >>= _SEVEN
-        n += 1
+    for j in range(1, 10):
+        n += v >= np.uint64(1) << np.uint64(7 * j)
     return n
 
 
@@ -59,6 +59,19 @@ def _put_varint(out, pos, v):
         pos += 1
     out[pos] = np.uint8(v)
     return pos + 1
+
+
+@njit
+def _put_index(out, pos, v):
+    """_put_varint, without branches for values below 2**14 (edge indices): it writes two
+    bytes and moves on by one or two (`out` has a byte to spare after the last record, and
+    every later byte is written after this one)."""
+    if v >= np.uint64(1 << 14):
+        return _put_varint(out, pos, v)
+    more = v >= _HIGH
+    out[pos] = np.uint8((v & _LOW) | (np.uint64(more) << _SEVEN))
+    out[pos + 1] = np.uint8(v >> _SEVEN)
+    return pos + 1 + more
 
 
 @njit
@@ -90,6 +103,23 @@ def varint_payloads(values, width, rows, row0, bounds):
                 total += _varint_length(np.uint64(values[j]))
         out[i] = total
     return out
+
+
+@njit
+def index_payloads(values, bounds, limit):
+    """(bytes of each record's varints of edge indices `values`, the first value that is
+    negative or not below its record's `limit`, or -1)."""
+    n = len(bounds) - 1
+    out = np.zeros(n, np.int64)
+    for i in range(n):
+        total = 0
+        for k in range(bounds[i], bounds[i + 1]):
+            v = values[k]
+            if v < 0 or v >= limit[i]:
+                return out, k
+            total += _varint_length(np.uint64(v))
+        out[i] = total
+    return out, -1
 
 
 @njit
@@ -162,7 +192,7 @@ def _put_payload(out, pos, i, entry, arrays):
         for k in range(bounds[i], bounds[i + 1]):
             start = _row(rows, row0, k) * unit
             for j in range(start, start + unit):
-                pos = _put_varint(out, pos, np.uint64(values[j]))
+                pos = _put_index(out, pos, np.uint64(values[j]))
     else:
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
