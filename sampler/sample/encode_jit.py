@@ -117,7 +117,10 @@ def index_payloads(values, bounds, limit):
             v = values[k]
             if v < 0 or v >= limit[i]:
                 return out, k
-            total += _varint_length(np.uint64(v))
+            if v < 1 << 14:
+                total += 1 + (v >= 128)
+            else:
+                total += _varint_length(np.uint64(v))
         out[i] = total
     return out, -1
 
@@ -197,8 +200,12 @@ def _put_payload(out, pos, i, entry, arrays):
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
             r = _row(rows, row0, k)
-            size = offsets[r + 1] - offsets[r]
-            _memcpy(out, pos, data, offsets[r], size)
+            start, size = offsets[r], offsets[r + 1] - offsets[r]
+            if size <= 16:  # ids, mostly: a call to memcpy costs more
+                for j in range(size):
+                    out[pos + j] = data[start + j]
+            else:
+                _memcpy(out, pos, data, start, size)
             pos += size
     return pos
 
