@@ -24,8 +24,9 @@ from sampler.sample import encode_compiled, in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs
-from sampler.sample.encode_chunk import encode_chunk, encode_chunk_numpy
+from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.encode_compiled import Unsupported, encode_chunk_compiled
+from sampler.sample.encode_numpy import encode_chunk_numpy
 from sampler.sample.plan import make_plan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk

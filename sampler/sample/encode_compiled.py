@@ -3,7 +3,7 @@ records are written in one pass into one buffer, feature rows copied straight fr
 feature tables (no gathered copy, no joins), varints and headers written in place.
 
 `encode_chunk_compiled(chunk, specs)` gives the bytes of `encode_chunk_numpy`
-(sampler.sample.encode_chunk; tests/test_encode_compiled.py compares them). This module
+(sampler.sample.encode_numpy; tests/test_encode_compiled.py compares them). This module
 plans (which table rows, which lengths) with numpy over per-record arrays; the kernels do
 the per-value work. A column the kernels do not read as it is (float features that are not
 float32, int features that are not int64, bytes features, a non-contiguous table) is
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sampler.jit_loader import kernels
-from sampler.sample import encode_chunk as numpy_encoder
+from sampler.sample import encode_numpy as numpy_encoder
 from sampler.sample.encode import SAMPLE_ID_KEY, SEED_ID_KEY, EncodeSpecs
 from sampler.sample.subgraph import SubgraphChunk
 
@@ -154,7 +154,7 @@ def _feature_source(column, index, fk, bounds: np.ndarray, where: str, n: int) -
 
 
 def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
-    """sampler.sample.encode_chunk._entries, as payload sources instead of bodies."""
+    """sampler.sample.encode_numpy._entries, as payload sources instead of bodies."""
     n, k = len(chunk), _kernels()
     entries = []
     for key, values in ((SAMPLE_ID_KEY, chunk.sample_ids), (SEED_ID_KEY, chunk.seed_ids)):
