@@ -182,25 +182,36 @@ def _put_payload(out, pos, i, entry, arrays):
         return pos
     if how == INLINE:
         return _put_varint(out, pos, np.uint64(_int64s(arrays, entry[DATA])[i]))
-    rows = _int64s(arrays, entry[ROWS]) if entry[ROWS] >= 0 else _int64s(arrays, entry[BOUNDS])[:0]
-    row0, unit = entry[ROW0], entry[UNIT]
-    bounds = _int64s(arrays, entry[BOUNDS])
+    bounds, row0, unit = _int64s(arrays, entry[BOUNDS]), entry[ROW0], entry[UNIT]
+    if entry[ROWS] < 0:  # rows row0 + k: the record's values lie side by side
+        first, last = row0 + bounds[i], row0 + bounds[i + 1]
+        if how == FIXED:
+            _memcpy(out, pos, _uint8s(arrays, entry[DATA]), first * unit, (last - first) * unit)
+            return pos + (last - first) * unit
+        if how == VARINT:
+            values = _int64s(arrays, entry[DATA])
+            for j in range(first * unit, last * unit):
+                pos = _put_index(out, pos, np.uint64(values[j]))
+            return pos
+        offsets = _int64s(arrays, entry[AUX])
+        size = offsets[last] - offsets[first]
+        _memcpy(out, pos, _uint8s(arrays, entry[DATA]), offsets[first], size)
+        return pos + size
+    rows = _int64s(arrays, entry[ROWS])
     if how == FIXED:
         data = _uint8s(arrays, entry[DATA])
         for k in range(bounds[i], bounds[i + 1]):
-            _memcpy(out, pos, data, _row(rows, row0, k) * unit, unit)
+            _memcpy(out, pos, data, rows[k] * unit, unit)
             pos += unit
     elif how == VARINT:
         values = _int64s(arrays, entry[DATA])
         for k in range(bounds[i], bounds[i + 1]):
-            start = _row(rows, row0, k) * unit
-            for j in range(start, start + unit):
+            for j in range(rows[k] * unit, (rows[k] + 1) * unit):
                 pos = _put_index(out, pos, np.uint64(values[j]))
     else:
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
-            r = _row(rows, row0, k)
-            start, size = offsets[r], offsets[r + 1] - offsets[r]
+            start, size = offsets[rows[k]], offsets[rows[k] + 1] - offsets[rows[k]]
             if size <= 16:  # ids, mostly: a call to memcpy costs more
                 for j in range(size):
                     out[pos + j] = data[start + j]
