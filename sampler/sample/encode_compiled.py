@@ -14,6 +14,8 @@ would reject (a missing or misshaped feature, an index out of range, a non-bytes
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from sampler.jit_loader import kernels
@@ -56,7 +58,7 @@ class _Entry:
             return k.varint_lengths(self.inline)
         if self.source is None:
             return np.zeros(n, np.int64)
-        how, *arrays, rows, row0, bounds = self.source
+        how, *arrays, rows, row0, bounds = self.source[:6]
         if how == "fixed":
             return np.diff(bounds) * arrays[1]
         if how == "varint":
@@ -74,11 +76,11 @@ class _Entry:
         if self.inline is not None:
             row[k.HOW], row[k.DATA] = k.INLINE, arrays.add(_int64(self.inline))
         elif self.source is not None:
-            how, data, aux, rows, row0, bounds = self.source
+            how, data, aux, rows, row0, bounds, *slack = self.source
             row[k.HOW] = {"fixed": k.FIXED, "varint": k.VARINT, "ragged": k.RAGGED}[how]
             row[k.DATA] = arrays.add(data)
             if how == "ragged":
-                row[k.AUX] = arrays.add(aux)
+                row[k.AUX], row[k.UNIT] = arrays.add(aux), (slack or [0])[0]
             else:
                 row[k.UNIT] = aux
             row[k.ROWS] = arrays.add(rows) if len(rows) else -1
@@ -101,6 +103,26 @@ class _Arrays:
     def table(self) -> np.ndarray:
         rows = [(a.__array_interface__["data"][0], len(a)) for a in self.held]
         return np.array(rows, np.int64).reshape(-1, 2)
+
+
+# Framed ids (framed_bytes, then SLACK zero bytes) of whole node tables, by id() of their ids
+# array, while it lives (as encode_numpy._framed_table_ids, with the slack).
+_FRAMED_IDS: dict[int, tuple[weakref.ref, np.ndarray, np.ndarray]] = {}
+
+
+def _framed_table_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the framed ids of a table's rows, concatenated, then SLACK bytes; n + 1 row offsets),
+    once per table."""
+    hit = _FRAMED_IDS.get(id(ids))
+    if hit is not None and hit[0]() is ids:
+        return hit[1], hit[2]
+    data, framed = numpy_encoder.framed_bytes(ids)
+    padded = np.zeros(len(data) + _kernels().SLACK, np.uint8)
+    padded[: len(data)] = data
+    offsets = numpy_encoder._offsets(framed)
+    _FRAMED_IDS[id(ids)] = (weakref.ref(ids), padded, offsets)
+    weakref.finalize(ids, _FRAMED_IDS.pop, id(ids), None)
+    return padded, offsets
 
 
 def _ragged_body(data: np.ndarray, offsets: np.ndarray, n: int) -> tuple:
@@ -204,9 +226,9 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
                         base,
                     )
                 else:
-                    data, offsets = numpy_encoder._framed_table_ids(table_ids)
+                    data, offsets = _framed_table_ids(table_ids)
                     rows, _ = _rows_of(part.index, b0, b1, len(offsets) - 1)
-                    ids.source = ("ragged", data, offsets, rows, 0, base)
+                    ids.source = ("ragged", data, offsets, rows, 0, base, k.SLACK)
             except ValueError as e:
                 raise Unsupported from e
             for fk, entry in zip(enc.features, features, strict=True):
@@ -285,7 +307,7 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     table = arrays.table()
     ends = starts.tolist()
     size = min(ends[-1], max(GROUP_BYTES, int(np.diff(starts).max())))
-    buffer = np.empty(size + 1, np.uint8)  # a byte to spare (encode_jit._put_index)
+    buffer = np.empty(size + k.SLACK, np.uint8)  # bytes to spare (encode_jit._put_index, SLACK)
     view = memoryview(buffer)
     records, first = [], 0
     while first < n:

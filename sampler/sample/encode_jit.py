@@ -143,9 +143,12 @@ def ragged_payloads(offsets, rows, row0, bounds):
 HOW, TAG, PACKED, PREFIX_AT, PREFIX_LEN, DATA, AUX, ROWS, ROW0, BOUNDS, UNIT = range(11)
 # HOW: no payload; a varint per record (`#size`); and the three sources above. DATA, AUX,
 # ROWS and BOUNDS are rows of `arrays` (-1: none): DATA the uint8 buffer (fixed, ragged)
-# or the int64 values (inline, varint), AUX the int64 offsets (ragged), UNIT row_bytes or
-# width.
+# or the int64 values (inline, varint), AUX the int64 offsets (ragged), UNIT row_bytes
+# (fixed), width (varint), or for ragged SLACK when DATA has SLACK bytes to spare after its
+# last range, else 0: a range of up to SLACK bytes is then copied as SLACK bytes, the bytes
+# after its end being written over next (`out` has SLACK bytes to spare after the records).
 NONE, INLINE, FIXED, VARINT, RAGGED = range(5)
+SLACK = 16
 
 
 def _pointer_to(item):
@@ -212,9 +215,8 @@ def _put_payload(out, pos, i, entry, arrays):
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
             start, size = offsets[rows[k]], offsets[rows[k] + 1] - offsets[rows[k]]
-            if size <= 16:  # ids, mostly: a call to memcpy costs more
-                for j in range(size):
-                    out[pos + j] = data[start + j]
+            if size <= unit:  # ids, mostly: SLACK bytes in one move (no loop, no call)
+                _memcpy(out, pos, data, start, SLACK)
             else:
                 _memcpy(out, pos, data, start, size)
             pos += size
