@@ -285,7 +285,10 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     if n == 0:
         return []
     k = _kernels()
-    entries = _entries(chunk, specs)
+    try:
+        entries = _entries(chunk, specs)
+    except (ValueError, TypeError, IndexError, AttributeError) as e:  # the numpy one's to say
+        raise Unsupported from e
     vlen = k.varint_lengths
     heads = np.empty((len(entries), 4, n), np.int64)  # entry, Feature, list, payload lengths
     total = np.zeros(n, np.int64)
