@@ -50,7 +50,7 @@ def _warm_encoder() -> None:
     from sampler.batches import NodeBatch, bytes_array
     from sampler.features import FeatureSpec
     from sampler.sample import encode as enc
-    from sampler.sample.encode_compiled import encode_chunk_compiled
+    from sampler.sample import encode_compiled
     from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 
     keys = tuple(
@@ -63,10 +63,18 @@ def _warm_encoder() -> None:
     features = {"f": np.ones((2, 1), np.float32), "i": np.ones((2, 1), np.int64)}
     batch = NodeBatch(np.arange(2, dtype=np.uint64), bytes_array([b"a", b"b"]), features)
     names = bytes_array([b"s0", b"s1"])
+    direct = encode_compiled._direct_bytes()
     for index in (None, np.array([1, 0])):  # rows given per chunk; rows of a table
         rows = {"n": NodeRowsOfChunk(batch, index, np.array([0, 1, 2]))}
         edge_rows = {"e": (np.zeros((2, 1), np.int64), {}, np.array([0, 1, 1]))}
-        encode_chunk_compiled(SubgraphChunk(names, names, rows, edge_rows), specs)
+        for way in (direct, None):  # into bytes objects (CPython; else None again), a buffer
+            encode_compiled._DIRECT = way
+            try:
+                encode_compiled.encode_chunk_compiled(
+                    SubgraphChunk(names, names, rows, edge_rows), specs
+                )
+            finally:
+                encode_compiled._DIRECT = direct
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Benchmark: the chunk encoder alone, numpy (`encode_chunk_numpy`) against compiled
-(`encode_chunk_compiled`), on the chunks of a `--runner InMemory` run.
+(`encode_chunk_compiled`; `compiled_buffer`: the same, its records cut from one buffer instead
+of written into their bytes objects), on the chunks of a `--runner InMemory` run.
 
 Samples the first N papers once, as `pipelines.sample --runner InMemory` does, keeping the
 SubgraphChunks instead of writing them; checks that both encoders give the same records for
@@ -54,15 +55,29 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="passes of each encoder")
     args = parser.parse_args()
 
+    from sampler.sample import encode_compiled
     from sampler.sample.encode_compiled import encode_chunk_compiled
     from sampler.sample.encode_numpy import encode_chunk_numpy
+
+    def compiled_buffer(chunk, specs):
+        """The compiled encoder, records cut from its buffer (as without direct writes)."""
+        direct, encode_compiled._DIRECT = encode_compiled._DIRECT, None
+        try:
+            return encode_chunk_compiled(chunk, specs)
+        finally:
+            encode_compiled._DIRECT = direct
 
     with tempfile.TemporaryDirectory() as out_dir:
         chunks, specs = sampled_chunks(args.graph, args.seeds, out_dir)
     for chunk in chunks:
-        if encode_chunk_numpy(chunk, specs) != encode_chunk_compiled(chunk, specs):
+        want = encode_chunk_numpy(chunk, specs)
+        if want != encode_chunk_compiled(chunk, specs) or want != compiled_buffer(chunk, specs):
             raise SystemExit("the encoders' records differ")
-    encoders = {"numpy": encode_chunk_numpy, "compiled": encode_chunk_compiled}
+    encoders = {
+        "numpy": encode_chunk_numpy,
+        "compiled": encode_chunk_compiled,
+        "compiled_buffer": compiled_buffer,
+    }
     seconds: dict[str, list[float]] = {name: [] for name in encoders}
     for _ in range(args.passes):
         for name, encode in encoders.items():

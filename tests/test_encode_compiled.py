@@ -146,6 +146,17 @@ def _chunk(rng, n: int, max_rows: int, indexed_authors: bool) -> SubgraphChunk:
     )
 
 
+@pytest.fixture(autouse=True, params=["direct", "buffer"])
+def records_written(request, monkeypatch):
+    """Every test twice: records written straight into their bytes objects (CPython), and
+    written into one buffer then copied (the way without that)."""
+    if request.param == "buffer":
+        monkeypatch.setattr(encode_compiled, "_DIRECT", None)
+    else:
+        assert encode_compiled._direct_bytes() is not None
+    return request.param
+
+
 def _same(chunk, specs) -> list[bytes]:
     got = encode_chunk_compiled(chunk, specs)
     want = encode_chunk_numpy(chunk, specs)
@@ -166,6 +177,7 @@ def test_compiled_chunks_are_the_numpy_chunks(seed, indexed_authors, n, max_rows
 @pytest.mark.parametrize("group_bytes", [1, 500, 30_000])
 def test_records_across_write_groups(monkeypatch, group_bytes):
     """Records written in groups smaller and larger than one record (20 kB rows)."""
+    monkeypatch.setattr(encode_compiled, "_DIRECT", None)
     monkeypatch.setattr(encode_compiled, "GROUP_BYTES", group_bytes)
     rng = np.random.default_rng(group_bytes)
     _same(_chunk(rng, 30, 4, True), _specs())

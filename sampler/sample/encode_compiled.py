@@ -273,9 +273,39 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
     return sorted(entries, key=lambda e: e.key)
 
 
-# Records are written in groups of about this many bytes into one buffer (it stays in the
-# CPU's caches) and copied from there into their bytes objects.
+# Without direct writes (below): records are written in groups of about this many bytes into
+# one buffer (it stays in the CPU's caches) and copied from there into their bytes objects.
 GROUP_BYTES = 1 << 21
+
+
+def _direct_bytes():
+    """(new_bytes, offset) where new_bytes(None, n) is a new bytes object of n bytes not yet
+    written (CPython's PyBytes_FromStringAndSize(NULL, n): its documented way to build a bytes
+    object in place) and `offset` where its bytes start from its id(); None where that does
+    not hold (checked on one object), and the records are then cut from a buffer."""
+    global _DIRECT
+    if _DIRECT is not False:
+        return _DIRECT
+    _DIRECT = None
+    try:
+        import ctypes
+        import sys
+
+        if sys.implementation.name != "cpython":
+            return None
+        prototype = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_char_p, ctypes.c_ssize_t)
+        new_bytes = prototype(("PyBytes_FromStringAndSize", ctypes.pythonapi))  # our own
+        offset = bytes.__basicsize__ - 1  # ob_sval, the last field: n bytes, then a NUL
+        probe = new_bytes(None, 3)
+        ctypes.memmove(id(probe) + offset, b"abc", 3)
+        if probe == b"abc" and type(probe) is bytes:
+            _DIRECT = (new_bytes, offset)
+    except (AttributeError, OSError, TypeError, ValueError):
+        pass
+    return _DIRECT
+
+
+_DIRECT: tuple | None | bool = False  # not checked yet
 
 
 def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
@@ -299,8 +329,7 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
         length = len(entry.prefix) + vlen(feature) + feature
         heads[e] = length, feature, list_len, p
         total += 1 + vlen(length) + length
-    starts = np.zeros(n + 1, np.int64)
-    np.cumsum(1 + vlen(total) + total, out=starts[1:])
+    sizes = 1 + vlen(total) + total
     arrays, params, prefix_at = _Arrays(), [], 0
     for entry in entries:
         params.append(entry.params(arrays, prefix_at))
@@ -308,8 +337,19 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     params = np.array(params, np.int64)
     prefixes = np.concatenate([entry.prefix for entry in entries])
     table = arrays.table()
+    direct = _direct_bytes()
+    if direct is not None:  # one copy: each record written into its own bytes object
+        new_bytes, offset = direct
+        records = [new_bytes(None, size) for size in sizes.tolist()]
+        addresses = np.array([id(record) + offset for record in records], np.int64)
+        wrong = k.write_into(addresses, sizes, total, params, prefixes, table, heads)
+        if wrong >= 0:
+            raise AssertionError(f"encode_jit: record {wrong} is not {sizes[wrong]} bytes")
+        return records
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(sizes, out=starts[1:])
     ends = starts.tolist()
-    size = min(ends[-1], max(GROUP_BYTES, int(np.diff(starts).max())))
+    size = min(ends[-1], max(GROUP_BYTES, int(sizes.max())))
     buffer = np.empty(size + k.SLACK, np.uint8)  # bytes to spare (encode_jit._put_index, SLACK)
     view = memoryview(buffer)
     records, first = [], 0

@@ -62,11 +62,11 @@ def _put_varint(out, pos, v):
 
 
 @njit
-def _put_index(out, pos, v):
+def _put_index(out, pos, v, end):
     """_put_varint, without branches for values below 2**14 (edge indices): it writes two
-    bytes and moves on by one or two (`out` has a byte to spare after the last record, and
-    every later byte is written after this one)."""
-    if v >= np.uint64(1 << 14):
+    bytes and moves on by one or two (the second is written over next: every later byte goes
+    after this one), where `out` has room for both (below `end`)."""
+    if v >= np.uint64(1 << 14) or pos + 2 > end:
         return _put_varint(out, pos, v)
     more = v >= _HIGH
     out[pos] = np.uint8((v & _LOW) | (np.uint64(more) << _SEVEN))
@@ -178,8 +178,9 @@ def _int64s(arrays, slot):
 
 
 @njit
-def _put_payload(out, pos, i, entry, arrays):
-    """Record i's list payload of one entry (a row of `params`) at `pos`; returns its end."""
+def _put_payload(out, pos, end, i, entry, arrays):
+    """Record i's list payload of one entry (a row of `params`) at `pos`; returns its end.
+    Bytes below `end` may be written over (then written again by what comes next)."""
     how = entry[HOW]
     if how == NONE:
         return pos
@@ -194,7 +195,7 @@ def _put_payload(out, pos, i, entry, arrays):
         if how == VARINT:
             values = _int64s(arrays, entry[DATA])
             for j in range(first * unit, last * unit):
-                pos = _put_index(out, pos, np.uint64(values[j]))
+                pos = _put_index(out, pos, np.uint64(values[j]), end)
             return pos
         offsets = _int64s(arrays, entry[AUX])
         size = offsets[last] - offsets[first]
@@ -210,12 +211,12 @@ def _put_payload(out, pos, i, entry, arrays):
         values = _int64s(arrays, entry[DATA])
         for k in range(bounds[i], bounds[i + 1]):
             for j in range(rows[k] * unit, (rows[k] + 1) * unit):
-                pos = _put_index(out, pos, np.uint64(values[j]))
+                pos = _put_index(out, pos, np.uint64(values[j]), end)
     else:
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
         for k in range(bounds[i], bounds[i + 1]):
             start, size = offsets[rows[k]], offsets[rows[k] + 1] - offsets[rows[k]]
-            if size <= unit:  # ids, mostly: SLACK bytes in one move (no loop, no call)
+            if size <= unit and pos + SLACK <= end:  # ids, mostly: one move, no loop or call
                 _memcpy(out, pos, data, start, SLACK)
             else:
                 _memcpy(out, pos, data, start, size)
@@ -224,26 +225,45 @@ def _put_payload(out, pos, i, entry, arrays):
 
 
 @njit
-def write_records(out, shift, first, last, starts, total, params, prefixes, arrays, heads):
-    """Records first..last-1, whole, into `out` (record i at starts[i] - shift), each in one
-    pass: 0x0a len(Features), then per entry (a row of `params`, in key order) its header
-    (0x0a len(entry) 0x0a len(key) key 0x12 len(Feature) tag len(list) [0x0a len(payload)],
-    lengths heads[e, 0..3, i]) and its payload. `arrays`: (address, length) rows of the
-    arrays the entries read, kept alive by the caller."""
-    for i in range(first, last):
-        pos = starts[i] - shift
+def _put_record(out, pos, end, i, total, params, prefixes, arrays, heads):
+    """Record i, whole, at `pos`: 0x0a len(Features), then per entry (a row of `params`, in
+    key order) its header (0x0a len(entry) 0x0a len(key) key 0x12 len(Feature) tag len(list)
+    [0x0a len(payload)], lengths heads[e, 0..3, i]) and its payload. Bytes below `end` past
+    the record may be written over."""
+    out[pos] = 0x0A
+    pos = _put_varint(out, pos + 1, np.uint64(total[i]))
+    for e in range(len(params)):
+        entry = params[e]
         out[pos] = 0x0A
-        pos = _put_varint(out, pos + 1, np.uint64(total[i]))
-        for e in range(len(params)):
-            entry = params[e]
+        pos = _put_varint(out, pos + 1, np.uint64(heads[e, 0, i]))
+        size = entry[PREFIX_LEN]
+        _memcpy(out, pos, prefixes, entry[PREFIX_AT], size)
+        pos = _put_varint(out, pos + size, np.uint64(heads[e, 1, i]))
+        out[pos] = entry[TAG]
+        pos = _put_varint(out, pos + 1, np.uint64(heads[e, 2, i]))
+        if entry[PACKED] and heads[e, 3, i] > 0:
             out[pos] = 0x0A
-            pos = _put_varint(out, pos + 1, np.uint64(heads[e, 0, i]))
-            size = entry[PREFIX_LEN]
-            _memcpy(out, pos, prefixes, entry[PREFIX_AT], size)
-            pos = _put_varint(out, pos + size, np.uint64(heads[e, 1, i]))
-            out[pos] = entry[TAG]
-            pos = _put_varint(out, pos + 1, np.uint64(heads[e, 2, i]))
-            if entry[PACKED] and heads[e, 3, i] > 0:
-                out[pos] = 0x0A
-                pos = _put_varint(out, pos + 1, np.uint64(heads[e, 3, i]))
-            pos = _put_payload(out, pos, i, entry, arrays)
+            pos = _put_varint(out, pos + 1, np.uint64(heads[e, 3, i]))
+        pos = _put_payload(out, pos, end, i, entry, arrays)
+    return pos
+
+
+@njit
+def write_records(out, shift, first, last, starts, total, params, prefixes, arrays, heads):
+    """Records first..last-1 into `out`, record i at starts[i] - shift, each in one pass
+    (_put_record). `arrays`: (address, length) rows of the arrays the entries read, kept
+    alive by the caller."""
+    for i in range(first, last):
+        _put_record(out, starts[i] - shift, len(out), i, total, params, prefixes, arrays, heads)
+
+
+@njit
+def write_into(addresses, sizes, total, params, prefixes, arrays, heads):
+    """Record i written at addresses[i], where sizes[i] bytes are the caller's to write (the
+    storage of a new bytes object), in one pass (_put_record), nothing past its end.
+    Returns the first record whose length is not sizes[i], or -1."""
+    for i in range(len(addresses)):
+        out = carray(_uint8_pointer(addresses[i]), sizes[i])
+        if _put_record(out, 0, sizes[i], i, total, params, prefixes, arrays, heads) != sizes[i]:
+            return i
+    return -1
