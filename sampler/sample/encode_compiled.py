@@ -1,6 +1,8 @@
-"""The chunk encoder with compiled kernels (sampler/sample/encode_jit.py): each chunk's
-records are written in one pass into one buffer, feature rows copied straight from the
-feature tables (no gathered copy, no joins), varints and headers written in place.
+"""The chunk encoder with compiled kernels (sampler/sample/encode_jit.py): each record is
+written whole in one pass, its feature rows and ids copied straight from the tables (no
+gathered copy, no joins), varints and headers in place. On CPython the kernel writes each
+record straight into its new bytes object (one copy of each feature row); elsewhere into a
+buffer of a few records, from which each record's bytes are then cut.
 
 `encode_chunk_compiled(chunk, specs)` gives the bytes of `encode_chunk_numpy`
 (sampler.sample.encode_numpy; tests/test_encode_compiled.py compares them). This module
