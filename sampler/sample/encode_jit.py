@@ -1,5 +1,6 @@
 """Compiled kernels of the chunk encoder (sampler.sample.encode_compiled): the lengths of
-every record's list payloads, and the records' bytes written in one pass into one buffer.
+every record's list payloads, and each record's bytes written whole in one pass, into its
+bytes object (`write_into`) or into a buffer (`write_records`).
 
 A payload source is one of (each record i owns the values k in [bounds[i], bounds[i + 1]),
 value k being the table row `rows[k]`, or `row0 + k` when `rows` is empty):
