@@ -340,7 +340,8 @@ def encode_chunk_compiled(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[byte
     prefixes = np.concatenate([entry.prefix for entry in entries])
     table = arrays.table()
     direct = _direct_bytes()
-    if direct is not None:  # one copy: each record written into its own bytes object
+    if direct is not None and sizes.min() > 1:  # (0 or 1 byte may be a shared object)
+        # one copy: each record written straight into its own new bytes object
         new_bytes, offset = direct
         records = [new_bytes(None, size) for size in sizes.tolist()]
         addresses = np.array([id(record) + offset for record in records], np.int64)
