@@ -18,7 +18,7 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids, ids_jit
-    from sampler.sample import assemble_jit, choose_jit
+    from sampler.sample import assemble_jit, choose_jit, encode_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
     ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
@@ -32,13 +32,49 @@ def warm() -> list[str]:
     local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
-    modules = (ids_jit, choose_jit, assemble_jit)
+    _warm_encoder()
+    modules = (ids_jit, choose_jit, assemble_jit, encode_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
         for name, v in vars(m).items()
         if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
     )
+
+
+def _warm_encoder() -> None:
+    """Every encoder kernel, through chunks with each payload source (float32 and int64
+    rows, ids of a table and of a chunk, edge indices, #size)."""
+    import numpy as np
+
+    from sampler.batches import NodeBatch, bytes_array
+    from sampler.features import FeatureSpec
+    from sampler.sample import encode as enc
+    from sampler.sample import encode_compiled
+    from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
+
+    keys = tuple(
+        enc.FeatureKey(FeatureSpec(name, kind, (1,)), f"nodes/n.{name}")
+        for name, kind in (("f", "float"), ("i", "int"))
+    )
+    nodes = enc.NodeSetEncoding("n", "nodes/n.#size", "nodes/n.#id", keys)
+    edges = enc.EdgeSetEncoding("e", "n", "n", "e.#size", "e.#source", "e.#target", ())
+    specs = enc.EncodeSpecs({"n": nodes}, {"e": edges})
+    features = {"f": np.ones((2, 1), np.float32), "i": np.ones((2, 1), np.int64)}
+    batch = NodeBatch(np.arange(2, dtype=np.uint64), bytes_array([b"a", b"b"]), features)
+    names = bytes_array([b"s0", b"s1"])
+    direct = encode_compiled._direct_bytes()
+    for index in (None, np.array([1, 0])):  # rows given per chunk; rows of a table
+        rows = {"n": NodeRowsOfChunk(batch, index, np.array([0, 1, 2]))}
+        edge_rows = {"e": (np.zeros((2, 1), np.int64), {}, np.array([0, 1, 1]))}
+        for way in (direct, None):  # into bytes objects (CPython; else None again), a buffer
+            encode_compiled._DIRECT = way
+            try:
+                encode_compiled.encode_chunk_compiled(
+                    SubgraphChunk(names, names, rows, edge_rows), specs
+                )
+            finally:
+                encode_compiled._DIRECT = direct
 
 
 if __name__ == "__main__":
