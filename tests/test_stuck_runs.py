@@ -90,6 +90,34 @@ def test_a_thread_that_grpc_could_not_start_ends_the_run(tmp_path):
     assert code == 1, err
     # one line: the logged traceback goes to the worker log, not stderr
     assert err.startswith(OUT_OF_MEMORY) and len(err.strip().splitlines()) == 1, err
+    log = err.split("(worker logs: ")[1].split(")")[0]
+    assert "can't start new thread" in open(log).read()
+
+
+def test_the_grpc_record_never_reaches_stderr_after_the_run(tmp_path):
+    """The thread that logs goes on logging while the main thread ends the run: however slow
+    it is, its record went to the worker log before the run could end."""
+    body = """
+    class Slow(logging.Handler):  # after the run's own: the logging thread is late
+        def emit(self, record):
+            time.sleep(1.0)
+
+    def serve():
+        try:
+            raise RuntimeError("can't start new thread")
+        except RuntimeError:
+            logging.getLogger("grpc._server").exception("Exception iterating responses")
+
+    def main(argv):
+        logging.getLogger("grpc._server").addHandler(Slow())
+        threading.Thread(target=serve).start()
+        threading.Event().wait()
+
+    sys.exit(runner.run_main(main, []))
+    """
+    code, err, _ = run_child(body, tmp_path)
+    assert code == 1, err
+    assert err.startswith(OUT_OF_MEMORY) and len(err.strip().splitlines()) == 1, err
 
 
 def test_threads_left_behind_do_not_hold_the_programs_exit(tmp_path):

@@ -317,8 +317,8 @@ def _run_main(main_fn, argv=None) -> int:
         os.environ[gcs.RETRY_ENV] = f"{gcs.DEFAULT_RETRY_S:g}"
     _OUTPUT.update(folder=None, remove=None)
     with Interrupt(log_thread_error(WORKER_LOGGERS[0]), on_stuck=_end_stuck_run) as interrupt:
-        grpc_errors = _ThreadsOutOfResources(interrupt)
-        logging.getLogger("grpc._server").addHandler(grpc_errors)
+        grpc_errors = _ThreadsOutOfResources(interrupt, handler)
+        logging.getLogger("grpc._server").addFilter(grpc_errors)
         try:
             check_gcp_credentials(argv)
             main_fn(argv)
@@ -350,7 +350,7 @@ def _run_main(main_fn, argv=None) -> int:
             print(f"error: {message}{where}", file=sys.stderr)
             return 2
         finally:
-            logging.getLogger("grpc._server").removeHandler(grpc_errors)
+            logging.getLogger("grpc._server").removeFilter(grpc_errors)
             for logger, propagate in saved:
                 logger.removeHandler(handler)
                 logger.propagate = propagate
@@ -365,17 +365,23 @@ def _run_main(main_fn, argv=None) -> int:
     return 0
 
 
-class _ThreadsOutOfResources(logging.Handler):
+class _ThreadsOutOfResources(logging.Filter):
     """gRPC's server logs the error of a thread it could not start (ulimit -v) and goes on
-    without it; the run would wait forever for that thread's work: end it in one line."""
+    without it; the run would wait forever for that thread's work: end it in one line. The
+    record goes to the worker log only: a filter, so that it is written before the main thread
+    ends the run (a handler's record would reach stderr once run_main restored the loggers)."""
 
-    def __init__(self, interrupt: Interrupt):
-        super().__init__(logging.ERROR)
+    def __init__(self, interrupt: Interrupt, worker_log: logging.Handler):
+        super().__init__()
         self._interrupt = interrupt
+        self._worker_log = worker_log
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info and out_of_resources(record.exc_info[1]):
-            self._interrupt.fail(memory_error_line())
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (record.exc_info and out_of_resources(record.exc_info[1])):
+            return True
+        self._worker_log.handle(record)
+        self._interrupt.fail(memory_error_line())
+        return False
 
 
 def _end_stuck_run(signum: int) -> None:
