@@ -132,9 +132,10 @@ class Interrupt:
                 received = received or any(b in SIGNALS for b in data)
             if self._pipe is None:
                 return
-            if received and self.signum is None:
+            # the handler is still to run (a failure's, once raised, is not waited for)
+            if received and self.signum is None and (self._failure is None or self._reraise):
                 with contextlib.suppress(OSError, ValueError):
-                    signal.pthread_kill(main, WAKE)  # the handler is still to run
+                    signal.pthread_kill(main, WAKE)
             elif self.signum is not None and not self.cleaning:
                 self._check_stuck(main)
 
