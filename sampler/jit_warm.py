@@ -14,32 +14,63 @@ def cache_dir() -> str:
 def warm() -> list[str]:
     """Compiles (or loads) every kernel for the argument types the runs use; returns their
     names. `python -m sampler.jit_warm` runs it: docker/Dockerfile warms the image's cache so."""
-    import numpy as np
-    import pyarrow as pa
+    import importlib
 
-    from sampler import ids, ids_jit
-    from sampler.sample import assemble_jit, choose_jit, encode_jit
-    from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
-
-    ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
-    start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
-    stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
-    for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
-        choose_jit.choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)
-    sample, row = np.array([0, 0, 1], np.int64), np.array([1, 0, 1], np.int64)
-    for n_rows in (2, 1 << 20):  # the bitmap and the stamps
-        bounds, rows = assemble_jit.unique_rows(sample, row, 2, n_rows)
-    local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
-    assemble_jit.find(bounds, rows, local, sample, row, 2)
-    assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
-    _warm_encoder()
-    modules = (ids_jit, choose_jit, assemble_jit, encode_jit)
+    for module in WARMERS:
+        warm_module(module)
+    modules = [importlib.import_module(m) for m in WARMERS]
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
         for name, v in vars(m).items()
         if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
     )
+
+
+def warm_module(module: str) -> None:
+    """Compiles (or loads) the kernels of one module (a key of WARMERS); sampler.jit_loader
+    calls it under a machine-wide lock the first time a process loads a module that is not
+    cached yet."""
+    WARMERS[module]()
+
+
+def _warm_ids() -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from sampler import ids
+    from sampler.jit_loader import kernels
+
+    ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
+    ids_jit = kernels("sampler.ids_jit")
+    ids_jit.draw(ids_jit.mix(np.uint64(1)), np.int64(0))  # callees of choose_jit, cached too
+
+
+def _warm_choose() -> None:
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+    from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+
+    choose_jit = kernels("sampler.sample.choose_jit")
+    start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
+    stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
+    for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
+        choose_jit.choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)
+
+
+def _warm_assemble() -> None:
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+
+    assemble_jit = kernels("sampler.sample.assemble_jit")
+    sample, row = np.array([0, 0, 1], np.int64), np.array([1, 0, 1], np.int64)
+    for n_rows in (2, 1 << 20):  # the bitmap and the stamps
+        bounds, rows = assemble_jit.unique_rows(sample, row, 2, n_rows)
+    local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
+    assemble_jit.find(bounds, rows, local, sample, row, 2)
+    assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
 
 
 def _warm_encoder() -> None:
@@ -75,6 +106,15 @@ def _warm_encoder() -> None:
                 )
             finally:
                 encode_compiled._DIRECT = direct
+
+
+# Each kernel module, and what compiles its kernels for the types the runs use.
+WARMERS = {
+    "sampler.ids_jit": _warm_ids,
+    "sampler.sample.choose_jit": _warm_choose,
+    "sampler.sample.assemble_jit": _warm_assemble,
+    "sampler.sample.encode_jit": _warm_encoder,
+}
 
 
 if __name__ == "__main__":
