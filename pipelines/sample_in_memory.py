@@ -14,6 +14,7 @@ import uuid
 from pipelines.reporting import accounting
 from pipelines.runtime.runner import output_shards
 from pipelines.toolkit import RowProgress
+from sampler import shards
 from sampler.io import tfrecord
 from sampler.io.files import create_file, delete, has_scheme, join, rename, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
@@ -50,7 +51,11 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
         rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
         accounting.write_rejected_seeds_file(rejected, output_dir)
     randomness = in_memory.Randomness(args.seed)
-    chunks = in_memory.sample_chunks(graph, plan, mem, seeds, randomness, counters)
+    chunks = (
+        (bucket, chunk)
+        for bucket, part in by_bucket(seeds, args.num_buckets)
+        for chunk in in_memory.sample_chunks(graph, plan, mem, part, randomness, counters)
+    )
     _write(args, chunks, encode_specs(graph.schema), counters)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
@@ -73,8 +78,18 @@ def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
     return {k: v for k, v in out.items() if v or k.startswith("rows_read/")}
 
 
+def by_bucket(seeds, num_buckets: int):
+    """(bucket, its seeds) in bucket order: the Beam runner's buckets (sample key % --num_buckets,
+    whose default this runner keeps), so that the records are laid out over the shards as a
+    Beam run lays them out (sampler.beam.sample.write): shard s holds buckets s, s + N, ...,
+    in bucket order, each bucket's records in sample order. The files are the same bytes."""
+    for bucket, index in shards.by_bucket(seeds.sample, num_buckets):
+        yield bucket, seeds.take(index)
+
+
 def _write(args, chunks, specs, counters) -> None:
-    """Encodes chunk by chunk (encode_chunk) and writes record i to shard i % shards.
+    """Encodes chunk by chunk (encode_chunk) and writes a chunk of bucket b to shard
+    b % shards, as the Beam runner's shards hold them (`by_bucket`).
 
     The shards are written in a `.temp-samples-*` folder beside them and renamed to their
     final names once all are complete: a run that is killed (SIGKILL, a power loss) leaves no
@@ -92,11 +107,10 @@ def _write(args, chunks, specs, counters) -> None:
     # --progress_interval: a line on stderr per interval, as the Beam runner prints its own
     progress = RowProgress("in memory", args.progress_interval)
     try:
-        i = 0
-        for chunk in chunks:
+        for bucket, chunk in chunks:
+            writer = writers[bucket % len(writers)]
             for record in encode_chunk(chunk, specs):
-                _write_record(writers[i % len(writers)], record)
-                i += 1
+                _write_record(writer, record)
             counters["subgraphs"] += len(chunk)
             progress("subgraphs", counters["subgraphs"])
     finally:
@@ -131,15 +145,20 @@ def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.
     counters = collections.Counter(
         seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem)
     )
-    chunks = link.sample_link_chunks(
-        graph,
-        plan,
-        mem,
-        seeds,
-        in_memory.Randomness(args.seed),
-        counters,
-        args.negatives_per_seed,
-        args.keep_seed_edges,
+    randomness = in_memory.Randomness(args.seed)
+    chunks = (
+        (bucket, chunk)
+        for bucket, part in by_bucket(seeds, args.num_buckets)
+        for chunk in link.sample_link_chunks(
+            graph,
+            plan,
+            mem,
+            part,
+            randomness,
+            counters,
+            args.negatives_per_seed,
+            args.keep_seed_edges,
+        )
     )
     _write(args, chunks, encode_specs(link.link_output_schema(graph.schema, plan)), counters)
     counters["seconds"] = round(time.time() - start, 1)

@@ -348,6 +348,12 @@ def _pair_ids(dg, plan, src_rows, dst_rows) -> list[bytes]:
     return [escape_id(a) + ARROW + escape_id(b) for a, b in zip(src, dst, strict=True)]
 
 
+# Seed edges per chunk, on every runner and placement. A chunk's records are its positives,
+# then their negatives, so the order of the records in a file depends on where the chunks
+# start: one size for all keeps the files the same bytes (tests/test_same_files.py).
+LINK_CHUNK = 128
+
+
 @dataclasses.dataclass(frozen=True)
 class LinkSampling:
     """Link seeds, as the `worker` and `topology` placements sample them (the counterpart of
@@ -361,7 +367,8 @@ class LinkSampling:
         return link_output_schema(schema, plan)
 
     def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
-        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
+        """`sample` as SubgraphChunks (for sampler.sample.encode_chunk), LINK_CHUNK seed edges
+        at a time whatever the placement's `chunk_size`: see LINK_CHUNK."""
         return sample_link_chunks(
             graph,
             plan,
@@ -371,7 +378,7 @@ class LinkSampling:
             counters,
             self.negatives,
             self.keep_seed_edges,
-            chunk_size,
+            LINK_CHUNK,
         )
 
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
@@ -384,7 +391,7 @@ class LinkSampling:
             counters,
             self.negatives,
             self.keep_seed_edges,
-            chunk_size,
+            LINK_CHUNK,
         )
 
 
@@ -397,7 +404,7 @@ def sample_links_in_memory(
     counters: collections.Counter,
     negatives: int = 0,
     keep_seed_edges: bool = False,
-    chunk_size: int = 512,
+    chunk_size: int = LINK_CHUNK,
 ) -> Iterator[Subgraph]:
     """Samples every seed edge, `chunk_size` at a time, in sample-key order."""
     for chunk in sample_link_chunks(
@@ -415,7 +422,7 @@ def sample_link_chunks(
     counters: collections.Counter,
     negatives: int = 0,
     keep_seed_edges: bool = False,
-    chunk_size: int = 512,
+    chunk_size: int = LINK_CHUNK,
 ) -> Iterator[SubgraphChunk]:
     """`sample_links_in_memory` as SubgraphChunks (the same examples in the same order)."""
     order = np.argsort(seeds.sample, kind="stable")
