@@ -259,11 +259,6 @@ class SampleGraphTensors(beam.PTransform):
         )
         if self.plan.link is None and (negatives_per_seed or keep_seed_edges):
             raise ValueError("negatives_per_seed and keep_seed_edges need a symmetric_link_seed_op")
-        if self.plan.link is not None and placement == "sharded":
-            raise ValueError(
-                "placement 'sharded' does not support symmetric_link_seed_op yet"
-                " (use topology or worker)"
-            )
 
     def expand(self, root):
         sampled = sample_graph_tensors(root, self.graph, self.plan, self.options)
