@@ -220,8 +220,8 @@ class SampleGraphTensors(beam.PTransform):
     Link prediction (a spec whose seed is `symmetric_link_seed_op`): `seed_edge_set` names the
     seed edges' edge set (--seed_edge_set), `input_seeds` a `#source`, `#target` table (default:
     every edge of that set), `negatives_per_seed` the label-0 examples per seed edge, and
-    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Placements
-    `worker` and `topology` (the same records); `sharded` raises ValueError.
+    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Every placement
+    takes them (the same records).
     """
 
     def __init__(
