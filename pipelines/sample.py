@@ -176,8 +176,7 @@ def check_output(graph, args: SampleConfig) -> None:
 def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> str:
     """'worker', 'topology' or 'sharded': identical records, different speed and scale.
 
-    auto prints one line saying which it picked and why; for link seeds (which `sharded` does
-    not support yet) a budget that only `sharded` fits is a UserError.
+    auto prints one line saying which it picked and why.
     """
     if args.graph_placement != "auto":
         return args.graph_placement
@@ -206,12 +205,6 @@ def placement(graph, args: SampleConfig, plan: SamplingPlan | None = None) -> st
             f"not even the topology fits (~{need['topology']:,.0f} MB per process for"
             f" ~{topology:,.0f} MB of ~{whole:,.0f} MB of tables)"
         )
-        if plan is not None and plan.link is not None:
-            raise UserError(
-                f"--graph_placement auto: {why} --worker_memory_mb {budget:,.0f}, and link seeds"
-                " (symmetric_link_seed_op) do not support the sharded placement yet: raise"
-                " --worker_memory_mb, or use --runner InMemory"
-            )
     # stdout, with the run's other report lines: stderr holds only a failure's one line.
     print(f"graph placement: {picked}: {why} --worker_memory_mb {budget:,.0f}")
     return picked

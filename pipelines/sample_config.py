@@ -9,7 +9,6 @@ import dataclasses
 from pipelines import cli, flags
 from pipelines.runtime.runner import output_shards
 from sampler.errors import UserError
-from sampler.sample.link import SHARDED_LINKS
 from sampler.sample.plan import EDGE, NODE, SamplingPlan
 
 # The --help text of `python -m pipelines.sample`.
@@ -175,12 +174,10 @@ def check_numbers(config: SampleConfig) -> None:
 
 
 def check_link_flags(plan: SamplingPlan, config: SampleConfig) -> None:
-    """Link flags need a link seed op; link seeds refuse `sharded` (auto: see `placement`)."""
+    """Link flags need a link seed op."""
     if plan.link is None:
         if config.negatives_per_seed or config.keep_seed_edges:
             raise UserError(
                 "--negatives_per_seed and --keep_seed_edges need a symmetric_link_seed_op"
             )
         return
-    if config.graph_placement == "sharded":
-        raise UserError(SHARDED_LINKS)

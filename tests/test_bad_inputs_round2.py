@@ -403,7 +403,7 @@ def test_no_beam_pipeline_temp_folder_is_left(tmp_path):
     temp = tmp_path / "tmp"
     temp.mkdir()
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(temp))
-    for extra in (["--worker_memory_mb", "1"], []):  # refused (link seeds need auto: sharded)
+    for extra in (["--worker_memory_mb", "1"], []):  # refused: 1 MB is below sharded's fixed part
         result = subprocess.run(
             [sys.executable, "-m", "pipelines.sample",
              *sample_args(folder, tmp_path / "out" / "s", "--seed_edge_set", "cites", *extra)],

@@ -81,7 +81,7 @@ SAMPLE_CASES = {
 BEAM_CASES = {
     "worker": ["mixed-edge-s0", "mag-node-s3"],
     "topology": ["mixed-node-s5"],
-    "sharded": ["mixed-edge-s0", "mag-node-s3"],
+    "sharded": ["mixed-edge-s0", "mag-node-s3", "link-edge-neg2"],  # link: issue 30
 }
 PARTITION_CASES = {
     "random": ["--part_method", "random", "--num_parts", "3"],

@@ -116,9 +116,10 @@ def test_link_examples_from_input_seeds_keep_seed_edges(mag_links):
     assert any(has_seed_edge(s) for s in decode_links(schema, spec, kept))
     assert not any(has_seed_edge(s) for s in decode_links(schema, spec, dropped))
     run_links(schema, spec, kept, seed_edge_set="writes", input_seeds=seeds, keep_seed_edges=True)
-    run_links(
-        schema, spec, dropped, seed_edge_set="writes", input_seeds=seeds, placement="topology"
-    )
+    for placement in ("topology", "sharded"):
+        run_links(
+            schema, spec, dropped, seed_edge_set="writes", input_seeds=seeds, placement=placement
+        )
 
 
 def test_link_options_are_checked(mag, mag_links):
@@ -127,8 +128,6 @@ def test_link_options_are_checked(mag, mag_links):
         SampleGraphTensors(*mag, negatives_per_seed=1)
     with pytest.raises(ValueError, match="negatives_per_seed"):
         SampleGraphTensors(schema, spec, seed_edge_set="writes", negatives_per_seed=-1)
-    with pytest.raises(ValueError, match="does not support"):
-        SampleGraphTensors(schema, spec, seed_edge_set="writes", placement="sharded")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,5 @@
 """Link seeds on every placement that takes them: `worker`, `topology` and `--runner InMemory`
-give the same bytes and the same seed accounting; `sharded` (and an `auto` budget only
-`sharded` fits: tests/test_placement.py) is refused with one line. Also: link sample ids stay
+give the same bytes and the same seed accounting (`sharded`: tests/test_sharded_links.py). Also: link sample ids stay
 unambiguous whatever the node ids hold.
 
 The graph has node features on every set (so `topology` joins them) and `writes` edges whose
@@ -17,7 +16,6 @@ import urllib.parse
 import pyarrow as pa
 import pytest
 
-from pipelines import sample as sample_cli
 from sampler.sample import in_memory, link
 from sampler.sample.encode import decode_subgraph, encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
@@ -107,16 +105,6 @@ def test_topology_worker_and_in_memory_give_the_same_bytes_and_accounting(
 
 def plan_of(schema, spec, aggregation="edge"):
     return make_plan(load_graph(schema), load_sampling_spec(spec), aggregation, "writes")
-
-
-def test_sharded_is_refused_in_one_line(featured_links, tmp_path, capsys):
-    schema, spec, _, _ = featured_links
-    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--seed_edge_set", "writes"]
-    argv += ["--output_samples", str(tmp_path / "out" / "s"), "--graph_placement", "sharded"]
-    assert sample_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "sharded does not support symmetric_link_seed_op" in err[0]
-    assert "topology" in err[0]
 
 
 # Ids holding the separators: unescaped, (a, b:1) would be the repeat a->b:1 of (a, b),

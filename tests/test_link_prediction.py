@@ -331,7 +331,6 @@ def test_spec_errors(tmp_path):
     base = ["--graph_schema", schema, "--sampling_spec", spec, "--output_samples", out]
     assert sample_cli.main(base) == 2  # no --seed_edge_set
     assert sample_cli.main([*base, "--seed_edge_set", "nope"]) == 2
-    assert sample_cli.main([*base, "--seed_edge_set", "e", "--graph_placement", "sharded"]) == 2
 
 
 def test_validate_and_estimate(tmp_path, capsys):

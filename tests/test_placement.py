@@ -8,7 +8,6 @@ import os
 import pytest
 
 from pipelines import sample as sample_cli
-from sampler.errors import UserError
 from sampler.io import graph_tables
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
@@ -92,9 +91,9 @@ sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" 
 
 
 @pytest.mark.parametrize(
-    "budget_gb, expected", [(21, "worker"), (20, "topology"), (4.2, None)]
-)  # None: only sharded would fit, which link seeds refuse
-def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
+    "budget_gb, expected", [(21, "worker"), (20, "topology"), (4.2, "sharded")]
+)  # sharded: link seeds on it since issue 30 (tests/test_sharded_links.py)
+def test_auto_with_link_seeds_picks_worker_or_topology_or_sharded(
     featured_graph, tmp_path, capsys, monkeypatch, budget_gb, expected
 ):
     graph, _, _ = featured_graph
@@ -103,14 +102,6 @@ def test_auto_with_link_seeds_picks_worker_or_topology_or_fails_in_one_line(
     spec.write_text(LINK_SPEC)
     plan = make_plan(graph, load_sampling_spec(str(spec)), "edge", "writes")
     args = argparse.Namespace(graph_placement="auto", worker_memory_mb=budget_gb * GB_IN_MB)
-    if expected is None:
-        with pytest.raises(UserError) as error:
-            sample_cli.placement(graph, args, plan)
-        message = str(error.value)
-        assert "\n" not in message and "--worker_memory_mb" in message
-        assert "link seeds (symmetric_link_seed_op) do not support the sharded placement" in message
-        assert capsys.readouterr().out == ""
-        return
     assert sample_cli.placement(graph, args, plan) == expected
     assert capsys.readouterr().out.startswith(f"graph placement: {expected}: ")
 

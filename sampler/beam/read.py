@@ -287,6 +287,9 @@ class GraphTables(typing.NamedTuple):
     tables: dict[str, beam.PCollection]  # node set -> (shard, NodeTable)
     adjacency: dict[str, beam.PCollection]  # edge set -> (shard, Adjacency)
     bad_records: beam.PCollection  # JSON lines
+    # With drop_dangling and a link seed op: (source fps, target fps) batches of every edge of
+    # the seed edge set, dangling ones included (the default link seeds; see sampler.sample.link).
+    seed_pairs: beam.PCollection | None = None
 
 
 class ReadGraph(beam.PTransform):
@@ -339,6 +342,12 @@ class ReadGraph(beam.PTransform):
                 | f"NodeTable/{name}" >> BuildNodeTables(info, num_shards, bool(info.filename))
             )
         adjacency = {}
+        seed_pairs = None
+        link = self._plan.link if self._plan is not None else None
+        if self._drop_dangling and link is not None:
+            seed_pairs = edges[link.edge_set] | "SeedEdgePairs" >> beam.Map(
+                lambda e: (e.src, e.dst)
+            )
         for name, info in graph.edge_sets.items():
             if self._drop_dangling:
                 known = EdgesAndTables(edges[name], tables[info.source])
@@ -354,7 +363,7 @@ class ReadGraph(beam.PTransform):
             adjacency[name] = edges[name] | f"Adjacency/{name}" >> BuildAdjacency(
                 info, num_shards, self._plan, count_shapes=self._drop_dangling
             )
-        return GraphTables(tables, adjacency, bad | "BadRecords" >> beam.Flatten())
+        return GraphTables(tables, adjacency, bad | "BadRecords" >> beam.Flatten(), seed_pairs)
 
 
 class ReadSeedIds(beam.PTransform):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import typing
 from collections.abc import Iterator
 
 import numpy as np
@@ -124,7 +125,11 @@ def assemble_chunks(
     order, for the chunk encoder (sampler.sample.encode_chunk: the same records); the
     `subgraphs` counter is left to the encoder's caller."""
     seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
-    kept = np.flatnonzero(has_seed)
+    yield from chunks_of(seeds, node_rows, edge_rows, np.flatnonzero(has_seed), chunk_size)
+
+
+def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int):
+    """The samples `kept` of an assembled bucket (see `assembled`) as SubgraphChunks."""
     for start in range(0, len(kept), chunk_size):
         part = kept[start : start + chunk_size]
         chunk_nodes = {}
@@ -154,8 +159,34 @@ def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
     """(seeds in sample id order, node rows, edge rows, has seed) of one bucket: node set ->
     (NodeBatch, bounds) and edge set -> ((2, n) local indices, features, bounds), rows grouped
     by sample (sampler.sample.subgraph.slice_subgraphs)."""
+    out = assembled(graph, plan, seeds, nodes, edges, counters)
+    return out.seeds, out.node_rows, out.edge_rows, out.has_seed
+
+
+class Assembled(typing.NamedTuple):
+    """One assembled bucket (see `assembled`)."""
+
+    order: np.ndarray  # the input seeds' positions, in sample id order
+    seeds: Seeds  # in sample id order
+    node_rows: dict  # node set -> (NodeBatch, bounds)
+    edge_rows: dict  # edge set -> ((2, n) local indices, features, bounds)
+    has_seed: np.ndarray  # bool per sample
+    index: dict  # node set -> _LocalIndex: (sample, fp) -> position in the sample's node set
+
+
+def assembled(
+    graph, plan, seeds: Seeds, nodes, edges, counters, seed_nodes: dict | None = None
+) -> Assembled:
+    """One bucket's rows grouped by sample (sampler.sample.subgraph.slice_subgraphs), samples in
+    sample id order. `seed_nodes` (node set -> one fp per seed, default the seed node set's
+    `seeds.node`): the node first in its set; a sample is kept when its first set's is present."""
+    if seed_nodes is None:
+        seed_nodes = {plan.seed_set: seeds.node}
     ids_ = seeds.sample_id.tolist()
-    seeds = seeds.take(np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64))
+    by_id = np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64)
+    seeds = seeds.take(by_id)
+    seed_nodes = {name: fps[by_id] for name, fps in seed_nodes.items()}
+    first_set = next(iter(seed_nodes))
     key_order = np.argsort(seeds.sample)
     sorted_keys = seeds.sample[key_order]
     if len(sorted_keys) > 1 and np.any(sorted_keys[1:] == sorted_keys[:-1]):
@@ -178,9 +209,10 @@ def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
         )
         rows, s = rows.take(np.flatnonzero(ok)), s[ok]
         is_seed = np.zeros(len(s), dtype=bool)
-        if name == plan.seed_set:
-            is_seed = rows.fp == seeds.node[s]
-            has_seed[s[is_seed]] = True
+        if name in seed_nodes:
+            is_seed = rows.fp == seed_nodes[name][s]
+            if name == first_set:
+                has_seed[s[is_seed]] = True
         order = np.argsort(rows.fp, kind="stable")
         order = order[stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
         rows, s = rows.take(order), s[order]
@@ -210,4 +242,4 @@ def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
         features = {f: col[keep] for f, col in batch.features.items()}
         edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n_samples))
 
-    return seeds, node_rows, edge_rows, has_seed
+    return Assembled(by_id, seeds, node_rows, edge_rows, has_seed, index)

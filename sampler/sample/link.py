@@ -64,12 +64,6 @@ from sampler.sample.randomness import Randomness, draw
 from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
 from sampler.schema import GraphInfo
 
-# The one-line error of a link seed op with --graph_placement sharded (the CLI checks it
-# before building anything, the Beam entry point when it builds).
-SHARDED_LINKS = (
-    "--graph_placement sharded does not support symmetric_link_seed_op yet"
-    " (use topology, whose workers hold the graph without node features, or worker)"
-)
 READOUT = "_readout"
 READOUT_SOURCE = "_readout/source"
 READOUT_TARGET = "_readout/target"
@@ -162,19 +156,40 @@ def has_edge(adj, src_rows: np.ndarray, dst_rows: np.ndarray) -> np.ndarray:
     """Whether each (source row, target row) is an edge: binary search in the source's
     adjacency list (targets are in canonical, i.e. ascending fingerprint = row, order)."""
     lo = adj.starts[src_rows].copy()
-    end = lo + adj.degrees[src_rows]
+    return in_sorted_ranges(adj.targets, lo, lo + adj.degrees[src_rows], dst_rows)
+
+
+def in_sorted_ranges(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Whether values[i] is in targets[lo[i]:end[i]], each range sorted ascending."""
+    lo = lo.copy()
     hi = end.copy()
     while True:
         active = lo < hi
         if not active.any():
             break
         mid = (lo + hi) // 2
-        right = active & (adj.targets[np.minimum(mid, len(adj.targets) - 1)] < dst_rows)
+        right = active & (targets[np.minimum(mid, len(targets) - 1)] < values)
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
     ok = lo < end
-    out = np.zeros(len(src_rows), bool)
-    out[ok] = adj.targets[lo[ok]] == dst_rows[ok]
+    out = np.zeros(len(values), bool)
+    out[ok] = targets[lo[ok]] == values[ok]
+    return out
+
+
+def seed_edge_orientations(graph: GraphInfo, plan: SamplingPlan) -> dict[str, tuple[bool, bool]]:
+    """The edge sets that read the seed edge set's table, each with (drops a -> b, drops
+    b -> a): the (A, B) and (B, A) orientations of the docstring's No leakage (both with A == B)."""
+    link = plan.link
+    table = graph.edge_sets[link.edge_set].filename
+    out = {}
+    for name, info in graph.edge_sets.items():
+        if info.filename != table:
+            continue
+        forward = (info.source, info.target) == (link.source, link.target)
+        backward = (info.source, info.target) == (link.target, link.source)
+        if forward or backward:
+            out[name] = (forward, backward)
     return out
 
 
@@ -182,21 +197,11 @@ class _Exclusions:
     """Per edge set, the (source row, target row) pairs of each sample that must not appear."""
 
     def __init__(self, graph: GraphInfo, plan: SamplingPlan, src_rows, dst_rows, enabled: bool):
-        link = plan.link
-        table = graph.edge_sets[link.edge_set].filename
         self.pairs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         if not enabled:
             return
-        for name, info in graph.edge_sets.items():
-            if info.filename != table:
-                continue
-            pairs = []
-            if (info.source, info.target) == (link.source, link.target):
-                pairs.append((src_rows, dst_rows))
-            if (info.source, info.target) == (link.target, link.source):
-                pairs.append((dst_rows, src_rows))
-            if pairs:
-                self.pairs[name] = pairs
+        for name, (forward, backward) in seed_edge_orientations(graph, plan).items():
+            self.pairs[name] = [(src_rows, dst_rows)] * forward + [(dst_rows, src_rows)] * backward
 
     def mask(self, edge_set: str, sample, u, v) -> np.ndarray:
         """True for the edges (sample, u -> v) of `edge_set` to drop."""
@@ -214,14 +219,8 @@ def _negatives(plan, dg, seeds: LinkSeeds, src_rows, dst_rows, k, randomness, co
     if k <= 0 or n == 0:
         return seeds.sample, src_rows, dst_rows, np.ones(n, np.int64), index
     n_targets = len(dg.nodes[plan.link.target].rows)
-    stream = randomness.negatives(seeds.sample)
-    neg_rows = [
-        np.minimum((draw(stream, j) * n_targets).astype(np.int64), n_targets - 1) for j in range(k)
-    ]
-    neg_dst = np.stack(neg_rows, axis=1).ravel()  # positive-major
+    neg_keys, neg_dst, neg_index = negative_draws(seeds.sample, k, n_targets, randomness)
     neg_src = np.repeat(src_rows, k)
-    neg_index = np.tile(np.arange(k, dtype=np.int64), n)
-    neg_keys = ids.combine(np.repeat(seeds.sample, k), np.uint64(0x6E6567), neg_index)
     counters["negatives"] += len(neg_dst)
     is_edge = has_edge(dg.adjacency[plan.link.edge_set], neg_src, neg_dst)
     counters["negatives_that_are_edges"] += int(is_edge.sum())
@@ -232,6 +231,20 @@ def _negatives(plan, dg, seeds: LinkSeeds, src_rows, dst_rows, k, randomness, co
         np.concatenate([np.ones(n, np.int64), np.zeros(len(neg_dst), np.int64)]),
         np.concatenate([index, neg_index]),
     )
+
+
+def negative_draws(sample: np.ndarray, k: int, n_targets: int, randomness: Randomness):
+    """k negatives per positive sample key, positive-major: (sample keys, target rows, i.e.
+    ranks by fingerprint in the target node set, negative index): the j-th draw of the
+    stream `Randomness.negatives(sample)` times the target set's rows."""
+    stream = randomness.negatives(sample)
+    rows = [
+        np.minimum((draw(stream, j) * n_targets).astype(np.int64), n_targets - 1) for j in range(k)
+    ]
+    dst = np.stack(rows, axis=1).ravel() if k else np.zeros(0, np.int64)
+    index = np.tile(np.arange(k, dtype=np.int64), len(sample))
+    keys = ids.combine(np.repeat(sample, k), np.uint64(0x6E6567), index)
+    return keys, dst, index
 
 
 def _without_seed_edges(picked, exclusions, edge_set: str, adj):

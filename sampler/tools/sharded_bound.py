@@ -11,6 +11,14 @@ placement, round 2"):
 - one bucket's pieces in the assembly (packed, unpacked, expanded, assembled, encoded): about
   BUCKET_BYTES_PER_RECORD_BYTE x the records of a bucket, seeds x record bytes / --num_buckets.
 
+Link seeds (sampler.beam.sample.sharded_links) use the same terms with seeds x (1 +
+--negatives_per_seed) records (`count_seeds`); a negative's target is found in a range of the
+target set's fingerprints and ids (2**ceil(log2 shards) ranges), about a shard's share of that
+set. Not modelled, for node and link seeds alike: a shard's frontier rows and node requests,
+which grow with the seeds and the nodes per subgraph (a link example has both endpoints'
+frontiers, whose rows carry the pair: 32 bytes, not 16). Measured: link runs up to 1.2x above
+the model at 32 shards (docs/BENCHMARKS.md, "Link seeds on sharded (issue 30)").
+
 The budget left above the fixed part is split in halves between the two; each flag is raised
 (never lowered) until its half holds. A flag changes no record: --num_shards changes nothing in
 the output, --num_buckets which output file holds a record (a `worker` run with the same

@@ -26,11 +26,11 @@ from sampler.beam.sample import link as link_beam
 from sampler.beam.sample.on_workers import SampleOnWorkers, SnapshotInputs
 from sampler.beam.sample.seeds import RejectedSeeds, SeedsFromIds, SeedsFromNodeTable
 from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingInputs
+from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
-from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
-from sampler.sample.link import SHARDED_LINKS, LinkSampling
+from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import GraphInfo, load_graph
@@ -85,8 +85,6 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
-    if plan.link is not None and options.placement == "sharded":
-        raise UserError(SHARDED_LINKS)
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
     read_graph = ReadGraph(
@@ -115,6 +113,15 @@ def sample_graph_tensors(
     elif options.placement == "topology":
         sample = SampleTopologyOnWorkers(
             graph, plan, **common, num_shards=options.num_shards, kernel=kernel
+        )
+    elif plan.link is not None:
+        sample = SampleLinkSubgraphs(
+            graph,
+            plan,
+            **common,
+            num_shards=options.num_shards,
+            negatives=options.negatives_per_seed,
+            keep_seed_edges=options.keep_seed_edges,
         )
     else:
         sample = SampleSubgraphs(graph, plan, **common, num_shards=options.num_shards)
@@ -189,6 +196,8 @@ def _link_seeds(root, plan, options, read, bad_records, pairs_given=False) -> be
         bad_records.append(read_seeds.bad_records)
     elif pairs_given:
         pairs = read.adjacency[plan.link.edge_set]
+    elif read.seed_pairs is not None:  # `sharded`: its adjacency has no dangling edges
+        pairs = read.seed_pairs
     else:
         pairs = link_beam.seed_pairs(read.adjacency, plan)
     return pairs | "Seeds" >> link_beam.LinkSeedsFromPairs(options.num_shards)
@@ -211,8 +220,8 @@ class SampleGraphTensors(beam.PTransform):
     Link prediction (a spec whose seed is `symmetric_link_seed_op`): `seed_edge_set` names the
     seed edges' edge set (--seed_edge_set), `input_seeds` a `#source`, `#target` table (default:
     every edge of that set), `negatives_per_seed` the label-0 examples per seed edge, and
-    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Placements
-    `worker` and `topology` (the same records); `sharded` raises ValueError.
+    `keep_seed_edges` keeps the seed edge in its own subgraph (off: no leakage). Every placement
+    takes them (the same records).
     """
 
     def __init__(
@@ -250,11 +259,6 @@ class SampleGraphTensors(beam.PTransform):
         )
         if self.plan.link is None and (negatives_per_seed or keep_seed_edges):
             raise ValueError("negatives_per_seed and keep_seed_edges need a symmetric_link_seed_op")
-        if self.plan.link is not None and placement == "sharded":
-            raise ValueError(
-                "placement 'sharded' does not support symmetric_link_seed_op yet"
-                " (use topology or worker)"
-            )
 
     def expand(self, root):
         sampled = sample_graph_tensors(root, self.graph, self.plan, self.options)

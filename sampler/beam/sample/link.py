@@ -5,7 +5,8 @@ set `seeds`) or from every edge of the seed edge set (`seed_pairs`; edges with a
 endpoint included, rejected when sampled, as the in-memory sampler does). They are sharded by
 pair, so all occurrences of a pair meet (`make_link_seeds` numbers repeats), and counted in
 `seeds_in`. The `worker` and `topology` placements sample them (`SampleOnWorkers` and
-`SampleTopologyOnWorkers` with `sampler.sample.link.LinkSampling`); `sharded` does not yet.
+`SampleTopologyOnWorkers` with `sampler.sample.link.LinkSampling`), `sharded` with
+`sampler.beam.sample.sharded_links.SampleLinkSubgraphs`.
 """
 
 from __future__ import annotations
