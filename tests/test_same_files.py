@@ -70,7 +70,7 @@ PLACEMENTS = {
 @pytest.mark.parametrize("placement", sorted(PLACEMENTS))
 def test_beam_placements_write_the_in_memory_runners_files(graph, case, placement):
     if (placement, case) == ("sharded", "link"):
-        pytest.skip("link seeds on sharded: not built yet")
+        pytest.skip("sharded buckets a negative by its own key: same records, other files")
     spec, extra = CASES[case]
     expected = _shards(graph, f"{case}-mem", spec, ["--runner", "InMemory"], extra)
     assert sum(len(b) for _, b in expected) > 1000, "too few records to compare"
