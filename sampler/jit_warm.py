@@ -18,10 +18,14 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids, ids_jit
-    from sampler.sample import assemble_jit, choose_jit, encode_jit
+    from sampler.sample import adjacency_jit, assemble_jit, choose_jit, encode_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
     ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
+    fps = np.array([1, 2, 3], np.uint64)
+    ids_jit.find_sorted(fps, fps)
+    order = adjacency_jit.csr_order(fps, fps, fps)
+    adjacency_jit.csr_rows(fps, fps, order)
     start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
     stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
     for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
@@ -33,7 +37,7 @@ def warm() -> list[str]:
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
     _warm_encoder()
-    modules = (ids_jit, choose_jit, assemble_jit, encode_jit)
+    modules = (ids_jit, adjacency_jit, choose_jit, assemble_jit, encode_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
