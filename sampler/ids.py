@@ -145,9 +145,16 @@ def row_fingerprint(columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             raw = np.ascontiguousarray(col).reshape(n, -1).view(np.uint8)
             words = np.zeros((n, (raw.shape[1] + 7) // 8 * 8), dtype=np.uint8)
             words[:, : raw.shape[1]] = raw
+            if n >= _COMBINE_COMPILED_FROM:
+                h = kernels("sampler.ids_jit").combine_words(h, words.view(np.uint64))
+                continue
             for word in words.view(np.uint64).T:
                 h = combine(h, word)
     return h
+
+
+# From this many rows `row_fingerprint` combines numeric words by the compiled pass.
+_COMBINE_COMPILED_FROM = 1 << 16
 
 
 def shard_of(fp: np.ndarray, num_shards: int) -> np.ndarray:

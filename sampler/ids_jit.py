@@ -97,3 +97,16 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
         pos[k] = p
         found[k] = lo < n and table[lo] == q
     return pos, found
+
+
+@njit
+def combine_words(h: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """`h = ids.combine(h, words[:, j])` for each column j in turn, row by row (the numpy twin
+    makes six passes over all the rows per column)."""
+    out = np.empty(len(h), np.uint64)
+    for i in range(len(h)):
+        x = h[i]
+        for j in range(words.shape[1]):
+            x = mix(mix(x) ^ words[i, j])
+        out[i] = x
+    return out

@@ -24,6 +24,7 @@ def warm() -> list[str]:
     ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
     fps = np.array([1, 2, 3], np.uint64)
     ids_jit.find_sorted(fps, fps)
+    ids_jit.combine_words(fps, np.zeros((3, 2), np.uint64))
     order = adjacency_jit.csr_order(fps, fps, fps)
     adjacency_jit.csr_rows(fps, fps, order)
     start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)

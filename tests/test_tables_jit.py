@@ -66,6 +66,23 @@ class _NoKernels:
     modules: dict = {}
 
 
+@pytest.mark.parametrize("n", [0, 1, 700])
+def test_row_fingerprint_compiled_is_numpy(monkeypatch, n):
+    rng = np.random.default_rng(n)
+    columns = {
+        "f": rng.standard_normal((n, 3)).astype(np.float32),  # 12 bytes: a padded word
+        "i": rng.integers(-5, 5, n),
+        "b": bytes_array([b"x%d" % (i % 7) for i in range(n)]),
+        "v": np.repeat(rng.integers(0, 2, (n, 1)).astype(np.int8), 9, axis=1),  # 9 bytes
+    }
+    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 1 << 62)
+    want = ids.row_fingerprint(columns, n)
+    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 0)
+    np.testing.assert_array_equal(ids.row_fingerprint(columns, n), want)
+    if n > 1:
+        assert len(np.unique(want)) > 1
+
+
 def _lookup_numpy(table: np.ndarray, query: np.ndarray):
     rows = NodeBatch(table, bytes_array([b""] * len(table)), {})
     return node_table.NodeTable(rows, 0).lookup_numpy(query)
@@ -164,6 +181,7 @@ def test_the_pinned_records_with_every_table_kernel_compiled(monkeypatch, tmp_pa
     monkeypatch.setattr(adjacency, "_COMPILED_FROM", 0)
     monkeypatch.setattr(node_table, "_COMPILED_FROM", 0)
     monkeypatch.setattr(ids, "_COMPILE_AFTER_IDS", -1)
+    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 0)
     pinned = json.loads(digests.DIGESTS.read_text())
     paths = digests.make_inputs(tmp_path)
     for case in ("mixed-edge-s0", "mag-node-s3", "link-edge-neg2"):
