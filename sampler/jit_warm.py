@@ -18,6 +18,7 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids, ids_jit
+    from sampler.io import tfrecord, tfrecord_jit
     from sampler.sample import adjacency_jit, assemble_jit, choose_jit, encode_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
@@ -25,6 +26,7 @@ def warm() -> list[str]:
     fps = np.array([1, 2, 3], np.uint64)
     ids_jit.find_sorted(fps, fps)
     ids_jit.combine_words(fps, np.zeros((3, 2), np.uint64))
+    tfrecord._frame_compiled(tfrecord.frame([b"a"]), 0, 2)
     order = adjacency_jit.csr_order(fps, fps, fps)
     adjacency_jit.csr_rows(fps, fps, order)
     start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
@@ -38,7 +40,7 @@ def warm() -> list[str]:
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
     _warm_encoder()
-    modules = (ids_jit, adjacency_jit, choose_jit, assemble_jit, encode_jit)
+    modules = (ids_jit, tfrecord_jit, adjacency_jit, choose_jit, assemble_jit, encode_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules

@@ -188,3 +188,78 @@ def test_the_pinned_records_with_every_table_kernel_compiled(monkeypatch, tmp_pa
         assert digests.run_sample(paths, tmp_path, case, "InMemory") == pinned["samples"][case]
     for method in ("lp", "metis"):
         assert digests.run_partition(paths, tmp_path, method) == pinned["partition"][method]
+
+
+def test_crc32c_compiled_is_google_crc32c():
+    import google_crc32c
+
+    from sampler.io import tfrecord_jit
+
+    rng = np.random.default_rng(9)
+    buf = np.frombuffer(rng.bytes(300), np.uint8)
+    for lo, hi in [(0, 0), (0, 1), (3, 10), (5, 13), (1, 17), (0, 300), (7, 250)]:
+        want = google_crc32c.value(buf[lo:hi].tobytes())
+        assert int(tfrecord_jit.crc32c(buf, lo, hi, tfrecord_jit._TABLES)) == want, (lo, hi)
+
+
+def _tfrecords(rng, sizes) -> bytes:
+    from sampler.io import tfrecord
+
+    return tfrecord.frame([rng.bytes(int(n)) for n in sizes])
+
+
+@pytest.mark.parametrize("left", [1, 3, 1000])
+def test_frame_compiled_is_python(left):
+    from sampler.io import tfrecord
+
+    rng = np.random.default_rng(left)
+    whole = _tfrecords(rng, [0, 1, 7, 8, 9, 100, 0, 3000, 5])
+    huge = b"\xff" * 8 + b"\0" * 20  # a length of 2**64 - 1
+    cases = [b"", whole, whole[:-1], whole[:11], whole[:12], whole[:40], whole + huge]
+    for buf in cases:
+        for pos in (0, 12 + 4 + 4, len(buf)):
+            if pos > len(buf):
+                continue
+            got = tfrecord._frame_compiled(buf, pos, left)
+            want = tfrecord._frame_python(buf, pos, left)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert got[2] == want[2]
+
+
+@pytest.mark.parametrize("damage", ["none", "data", "truncated", "length"])
+def test_record_framer_reads_the_same_either_way(monkeypatch, damage):
+    import io
+
+    from sampler.errors import UserError
+    from sampler.io import tfrecord
+
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(0, 60, 3000)
+    buf = bytearray(_tfrecords(rng, sizes))
+    if damage == "data":
+        buf[12 + 2] ^= 1  # record 0's data (if not empty: size 0 damages its checksum)
+        buf[len(buf) // 2] ^= 1
+    elif damage == "truncated":
+        del buf[-3:]
+    elif damage == "length":
+        buf[len(buf) // 3 : len(buf) // 3 + 8] = b"\x01" * 8
+
+    def read(step):
+        monkeypatch.setattr(tfrecord, "_frame_step", lambda: step)
+        monkeypatch.setattr(tfrecord, "_READ_CHUNK", 4096)  # many refills
+        bad, out = [], []
+        try:
+            for index, data in tfrecord.records("f", io.BytesIO(bytes(buf)), bad.append):
+                out.append((index, data))
+        except UserError as e:
+            out.append(str(e))
+        return out, bad
+
+    want = read(tfrecord._frame_python)
+    assert read(tfrecord._frame_compiled) == want
+    records, bad = want
+    ended = bool(records) and isinstance(records[-1], str)
+    assert ended == (damage in ("truncated", "length")), records[-1:]
+    assert bool(bad) == (damage == "data")
+    assert (len(records) == len(sizes) and not ended) == (damage == "none")

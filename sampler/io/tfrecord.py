@@ -11,12 +11,14 @@ Python work is a few integer operations and one checksum call.
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Iterator
 
 import google_crc32c  # installed with apache-beam[gcp]
 import numpy as np
 
 from sampler.errors import UserError
+from sampler.jit_loader import kernels
 
 _READ_CHUNK = 1 << 24
 _HEADER = struct.Struct("<QI")
@@ -77,37 +79,24 @@ class RecordFramer:
         """Frames up to `need` more records: (their data's file offsets, the CRC32C of each
         one's data, the error that stops the file or None). Only the header of a record the
         buffer ends in is checked here; `take` compares the other checksums."""
-        starts: list[int] = []
-        data_crcs: list[int] = []
-        crc, unpack_header, unpack_length = (
-            google_crc32c.value,
-            _HEADER.unpack_from,
-            _LENGTH.unpack_from,
-        )
-        append = starts.append
+        unpack_header = _HEADER.unpack_from
+        step = _frame_step()
+        starts: list[np.ndarray] = []
+        data_crcs: list[np.ndarray] = []
+        count = 0
         error = None
-        while len(starts) < need:
-            buf, pos, base, size = self.buf, self.pos, self.base, len(self.buf)
-            left = need - len(starts)
-            framed = len(starts)
-            while left:
-                if pos + 12 > size:
-                    break
-                end = pos + 12 + unpack_length(buf, pos)[0]
-                if end + 4 > size:
-                    break
-                append(pos + 12)
-                pos = end + 4
-                left -= 1
-            # Each record's data ends 4 bytes before the next one's header.
-            ends = [*starts[framed + 1 :], pos + 12] if len(starts) > framed else []
-            data_crcs += [crc(buf[a : b - 16]) for a, b in zip(starts[framed:], ends, strict=True)]
-            starts[framed:] = [base + a for a in starts[framed:]]
+        while count < need:
+            buf, base = self.buf, self.base
+            local, crcs, pos = step(buf, self.pos, need - count)
+            starts.append(local + base)
+            data_crcs.append(crcs)
+            count += len(local)
             self.pos = pos
-            if not left:
+            if count >= need:
                 break
             # The buffer ends inside the next record: check its header, then read on.
-            index = self.index + len(starts)
+            size = len(buf)
+            index = self.index + count
             if pos + 12 <= size:
                 length, header_crc = unpack_header(buf, pos)
                 if masked_crc(buf[pos : pos + 8]) != header_crc:
@@ -134,7 +123,8 @@ class RecordFramer:
                     got = min(length, size - pos - 12)
                     error = self._error(index, f"truncated record (file ends after {got} bytes)")
                 break
-        return np.array(starts, dtype=np.int64), np.array(data_crcs, dtype=np.int64), error
+        empty = np.zeros(0, np.int64)
+        return _concat(starts, empty), _concat(data_crcs, empty), error
 
     def take(self, count: int) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
         """(buffer, starts, ends, indices) of up to `count` records with good checksums; fewer
@@ -183,6 +173,45 @@ class RecordFramer:
         starts = np.concatenate([p[0] for p in parts]) - self.base
         ends = starts + np.concatenate([p[1] for p in parts])
         return self.buf, starts, ends, np.concatenate([p[2] for p in parts])
+
+
+def _concat(parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else empty
+
+
+def _frame_python(buf: bytes, pos: int, left: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Up to `left` whole records from buf[pos:] (header, data and data checksum all in buf):
+    (the offset in buf of each one's data, the CRC32C of each one's data, the position after
+    the last). The twin of the compiled `sampler.io.tfrecord_jit.frame`."""
+    starts: list[int] = []
+    append, unpack_length, size = starts.append, _LENGTH.unpack_from, len(buf)
+    while left:
+        if pos + 12 > size:
+            break
+        end = pos + 12 + unpack_length(buf, pos)[0]
+        if end + 4 > size:
+            break
+        append(pos + 12)
+        pos = end + 4
+        left -= 1
+    # Each record's data ends 4 bytes before the next one's header.
+    ends = [*starts[1:], pos + 12]
+    crc = google_crc32c.value
+    data_crcs = [crc(buf[a : b - 16]) for a, b in zip(starts, ends[: len(starts)], strict=True)]
+    return np.array(starts, np.int64), np.array(data_crcs, np.int64), pos
+
+
+def _frame_compiled(buf: bytes, pos: int, left: int) -> tuple[np.ndarray, np.ndarray, int]:
+    jit = kernels("sampler.io.tfrecord_jit")
+    starts, crcs, pos = jit.frame(np.frombuffer(buf, np.uint8), pos, left, jit._TABLES)
+    return starts, crcs, int(pos)
+
+
+def _frame_step():
+    """The compiled framing once this process has loaded compiled kernels (a sampling run,
+    or a table's first million ids: sampler.ids), else the Python twin (no numba loaded for
+    a few records). The same records, offsets and checksums either way."""
+    return _frame_compiled if "sampler.jit" in sys.modules else _frame_python
 
 
 _CORRUPT_LENGTH = "corrupt record length checksum (not a TFRecord file?)"
