@@ -215,16 +215,30 @@ def test_frame_compiled_is_python(left):
     rng = np.random.default_rng(left)
     whole = _tfrecords(rng, [0, 1, 7, 8, 9, 100, 0, 3000, 5])
     huge = b"\xff" * 8 + b"\0" * 20  # a length of 2**64 - 1
-    cases = [b"", whole, whole[:-1], whole[:11], whole[:12], whole[:40], whole + huge]
+    broken = bytearray(whole)
+    broken[12 + 4 + 12] ^= 1  # record 1's data
+    broken[12 + 4 + 16 + 1 + 8] ^= 1  # record 2's length checksum
+    cases = [
+        b"",
+        whole,
+        whole[:-1],
+        whole[:11],
+        whole[:12],
+        whole[:40],
+        whole + huge,
+        bytes(broken),
+    ]
     for buf in cases:
         for pos in (0, 12 + 4 + 4, len(buf)):
             if pos > len(buf):
                 continue
             got = tfrecord._frame_compiled(buf, pos, left)
             want = tfrecord._frame_python(buf, pos, left)
-            np.testing.assert_array_equal(got[0], want[0])
-            np.testing.assert_array_equal(got[1], want[1])
-            assert got[2] == want[2]
+            assert len(got) == len(want) == 5
+            for a, b in zip(got[:4], want[:4], strict=True):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+            assert got[4] == want[4]
 
 
 @pytest.mark.parametrize("damage", ["none", "data", "truncated", "length"])
@@ -238,7 +252,7 @@ def test_record_framer_reads_the_same_either_way(monkeypatch, damage):
     sizes = rng.integers(0, 60, 3000)
     buf = bytearray(_tfrecords(rng, sizes))
     if damage == "data":
-        buf[12 + 2] ^= 1  # record 0's data (if not empty: size 0 damages its checksum)
+        buf[12 + 2] ^= 1  # record 0's data (or its data checksum if empty)
         buf[len(buf) // 2] ^= 1
     elif damage == "truncated":
         del buf[-3:]

@@ -62,15 +62,35 @@ def crc32c(buf, lo, hi, tables):
 
 
 @njit
+def _masked(crc):
+    """The masked CRC32C that TFRecord stores (sampler.io.tfrecord._masked)."""
+    mask = np.uint64(0xFFFFFFFF)  # numba widens uint32 arithmetic to 64 bits
+    c = np.uint64(crc)
+    rotated = ((c >> np.uint64(15)) | (c << np.uint64(17))) & mask
+    return (rotated + np.uint64(0xA282EAD8)) & mask
+
+
+@njit
+def _word(buf, at):
+    """The little-endian uint32 at buf[at:at + 4]."""
+    out = np.uint64(0)
+    for b in range(4):
+        out |= np.uint64(buf[at + b]) << np.uint64(8 * b)
+    return out
+
+
+@njit
 def frame(buf, pos, left, tables):
-    """Up to `left` whole records from buf[pos:]: (the offset in buf of each one's data, the
-    CRC32C of each one's data, the position after the last), as the Python twin
-    `sampler.io.tfrecord._frame_python` frames them: a record counts only when its header,
-    data and data checksum are all in the buffer."""
+    """Up to `left` whole records from buf[pos:]: (the offset in buf of each one's data, its
+    length, whether its length checksum is right, whether its data checksum is right, the
+    position after the last), as the Python twin `sampler.io.tfrecord._frame_python` gives
+    them: a record counts when its header, data and data checksum are all in the buffer."""
     size = len(buf)
     cap = min(left, size // 16 + 1)
     starts = np.empty(cap, np.int64)
-    crcs = np.empty(cap, np.int64)
+    lengths = np.empty(cap, np.int64)
+    header_ok = np.empty(cap, np.bool_)
+    data_ok = np.empty(cap, np.bool_)
     k = 0
     while k < left:
         if pos + 12 > size:
@@ -84,7 +104,9 @@ def frame(buf, pos, left, tables):
         start = pos + 12
         end = start + np.int64(length)
         starts[k] = start
-        crcs[k] = np.int64(crc32c(buf, start, end, tables))
+        lengths[k] = end - start
+        header_ok[k] = _masked(crc32c(buf, pos, pos + 8, tables)) == _word(buf, pos + 8)
+        data_ok[k] = _masked(crc32c(buf, start, end, tables)) == _word(buf, end)
         pos = end + 4
         k += 1
-    return starts[:k].copy(), crcs[:k].copy(), pos
+    return starts[:k].copy(), lengths[:k].copy(), header_ok[:k].copy(), data_ok[:k].copy(), pos
