@@ -18,7 +18,7 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids, ids_jit
-    from sampler.io import example_scan_jit, tfrecord, tfrecord_jit
+    from sampler.io import tfrecord, tfrecord_jit
     from sampler.sample import adjacency_jit, assemble_jit, choose_jit, encode_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
@@ -27,7 +27,6 @@ def warm() -> list[str]:
     ids_jit.find_sorted(fps, fps)
     ids_jit.combine_words(fps, np.zeros((3, 2), np.uint64))
     tfrecord._frame_compiled(tfrecord.frame([b"a"]), 0, 2)
-    _warm_example_scan()
     order = adjacency_jit.csr_order(fps, fps, fps)
     adjacency_jit.csr_rows(fps, fps, order)
     start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
@@ -41,32 +40,13 @@ def warm() -> list[str]:
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
     _warm_encoder()
-    modules = (
-        ids_jit,
-        tfrecord_jit,
-        example_scan_jit,
-        adjacency_jit,
-        choose_jit,
-        assemble_jit,
-        encode_jit,
-    )
+    modules = (ids_jit, tfrecord_jit, adjacency_jit, choose_jit, assemble_jit, encode_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
         for name, v in vars(m).items()
         if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
     )
-
-
-def _warm_example_scan() -> None:
-    """The tf.Example scan, with a value of each kind and one not wanted."""
-    import numpy as np
-
-    from sampler.io import example_scan
-    from sampler.io.example_scan import Entry
-
-    layout = (Entry(b"a", "bytes", 1), Entry(b"b", "float", 1), Entry(b"c", "int", None))
-    example_scan.scan_compiled(b"\0" * 8, np.zeros(1, np.int64), np.ones(1, np.int64), layout)
 
 
 def _warm_encoder() -> None:

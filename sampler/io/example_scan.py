@@ -16,11 +16,8 @@ unpacked list, anything broken) is left to the caller's exact per-record path.
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import numpy as np
-
-from sampler.jit_loader import kernels
 
 _KIND_TAG = {"bytes": 0x0A, "float": 0x12, "int": 0x1A}
 _TAG_KIND = {tag: kind for kind, tag in _KIND_TAG.items()}
@@ -157,70 +154,7 @@ def scan(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: tuple[Entry, 
     values: {key: array} for the wanted entries, rows of not-ok records undefined: float ->
     float32 (n, width); int -> int64 (n, width); bytes -> (starts, lengths) int64 (n, width)
     of the values in buf.
-
-    Compiled (sampler/io/example_scan_jit.py) once this process has loaded compiled kernels
-    (a sampling run, or a table's first million ids: sampler.ids), else `scan_numpy`.
     """
-    if "sampler.jit" in sys.modules:
-        return scan_compiled(buf, starts, ends, layout)
-    return scan_numpy(buf, starts, ends, layout)
-
-
-def scan_compiled(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: tuple[Entry, ...]):
-    """`scan` by the compiled kernel, record by record."""
-    jit = kernels("sampler.io.example_scan_jit")
-    n = len(starts)
-    kinds = np.array([_KINDS.index(e.kind) for e in layout], np.int64)
-    widths = np.array([-1 if e.width is None else e.width for e in layout], np.int64)
-    cols = np.zeros(len(layout), np.int64)
-    used = {"float": 0, "int": 0, "bytes": 0}
-    for i, entry in enumerate(layout):
-        if entry.width is not None:  # floats: one offset per list; ints, bytes: per value
-            cols[i] = used[entry.kind]
-            used[entry.kind] += 1 if entry.kind == "float" else entry.width
-    key_off = np.cumsum([0] + [len(e.key) for e in layout]).astype(np.int64)
-    key_data = np.frombuffer(b"".join(e.key for e in layout) + b"\0", np.uint8)
-    fat = np.zeros((n, used["float"]), np.int64)
-    ints = np.zeros((n, used["int"]), np.int64)
-    bat = np.zeros((n, used["bytes"]), np.int64)
-    bsz = np.zeros((n, used["bytes"]), np.int64)
-    data = np.frombuffer(buf, np.uint8)
-    ok = jit.scan(
-        data,
-        np.ascontiguousarray(starts, np.int64),
-        np.ascontiguousarray(ends, np.int64),
-        key_data,
-        key_off,
-        kinds,
-        widths,
-        cols,
-        fat,
-        ints,
-        bat,
-        bsz,
-    )
-    values = {}
-    for i, entry in enumerate(layout):
-        if entry.width is None:
-            continue
-        col, width = cols[i], entry.width
-        if entry.kind == "float":
-            out = np.zeros((n, width), np.float32)
-            if width and n:
-                out[:] = _gather_floats(data, fat[:, col], width)
-            values[entry.key] = out
-        elif entry.kind == "int":
-            values[entry.key] = ints[:, col : col + width]
-        else:
-            values[entry.key] = (bat[:, col : col + width], bsz[:, col : col + width])
-    return ok, values
-
-
-_KINDS = ("bytes", "float", "int")  # the kind codes of example_scan_jit
-
-
-def scan_numpy(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: tuple[Entry, ...]):
-    """`scan` in numpy: every record's cursor at once, one numpy pass per step."""
     s = _Scan(buf, starts, ends)
     s.expect(0x0A)
     size = s.length(s.end)
