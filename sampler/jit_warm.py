@@ -27,8 +27,8 @@ def warm() -> list[str]:
     ids_jit.find_sorted(fps, fps)
     ids_jit.combine_words(fps, np.zeros((3, 2), np.uint64))
     tfrecord._frame_compiled(tfrecord.frame([b"a"]), 0, 2)
-    order = adjacency_jit.csr_order(fps, fps, fps)
-    adjacency_jit.csr_rows(fps, fps, order)
+    _, src, dst = adjacency_jit.csr_sort(fps, fps, fps)
+    adjacency_jit.csr_rows(src, dst)
     start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
     stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
     for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):

@@ -130,12 +130,14 @@ def _edges(rng, n_edges: int, n_nodes: int, hub: int = 0) -> EdgeBatch:
 @pytest.mark.parametrize(
     "n_edges,n_nodes,hub", [(0, 1, 0), (1, 1, 0), (300, 4, 0), (5000, 800, 2000)]
 )
-def test_csr_order_is_lexsort(n_edges, n_nodes, hub):
+def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
     edges = _edges(np.random.default_rng(n_edges), n_edges, n_nodes, hub)
     content = ids.row_fingerprint(edges.features, n_edges)
-    got = adjacency_jit.csr_order(edges.src, edges.dst, content)
+    got, src, dst = adjacency_jit.csr_sort(edges.src, edges.dst, content)
     want = np.lexsort((content, edges.dst, edges.src))
     np.testing.assert_array_equal(got, want)  # the same order, ties in input order included
+    np.testing.assert_array_equal(src, edges.src[want])
+    np.testing.assert_array_equal(dst, edges.dst[want])
 
 
 @pytest.mark.parametrize(

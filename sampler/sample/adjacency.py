@@ -58,8 +58,8 @@ def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adja
     content = ids.row_fingerprint(edges.features, n)
     jit = kernels("sampler.sample.adjacency_jit")
     src, dst = np.ascontiguousarray(edges.src), np.ascontiguousarray(edges.dst)
-    order = jit.csr_order(src, dst, content)
-    targets, edge_keys, nodes, starts = jit.csr_rows(src, dst, order)
+    order, src, targets = jit.csr_sort(src, dst, content)
+    edge_keys, nodes, starts = jit.csr_rows(src, targets)
     return _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys)
 
 
