@@ -7,6 +7,8 @@ worker count or arrival order.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 
@@ -68,24 +70,42 @@ def fingerprint(ids) -> np.ndarray:
     if arr.null_count:
         raise ValueError("ids must not be null")
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1]
-    offsets = offsets.astype(np.int64)
     data_buf = arr.buffers()[2]
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
     )
+    if _compiled(n, int(np.diff(offsets).max())):
+        return kernels("sampler.ids_jit").fingerprints(data, offsets)
+    return fingerprint_numpy(data, offsets)
+
+
+def fingerprint_numpy(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The numpy twin of `sampler.ids_jit.fingerprints` (the same bits): one pass over the rows
+    per byte position of the longest id, so only for short ids."""
+    offsets = offsets.astype(np.int64)
     lengths = offsets[1:] - offsets[:-1]
-    max_len = int(lengths.max())
-    if max_len > _NUMPY_MAX_LEN:  # linear in the bytes whatever the lengths (sampler/jit.py)
-        h = kernels("sampler.ids_jit").fnv1a(data, offsets)
-    else:  # short ids: one numpy pass per byte position, and no compiler loaded
-        h = _fnv1a_by_position(data, offsets[:-1], lengths, max_len)
+    h = _fnv1a_by_position(data, offsets[:-1], lengths, int(lengths.max()) if len(lengths) else 0)
     return combine(h, lengths.astype(np.uint64))
 
 
-# Ids up to this many bytes are hashed by numpy (a process that reads tables, partitions or
-# estimates then never loads numba: 0.45 CPU-s and ~90 MB); longer ones by the compiled pass,
+# Ids up to this many bytes may be hashed by numpy (a process that reads a few tables, partitions
+# or estimates then never loads numba: 0.45 CPU-s and ~90 MB); longer ones by the compiled pass,
 # since numpy's cost is the rows times the longest id.
 _NUMPY_MAX_LEN = 64
+# Once a process has fingerprinted this many ids, or has loaded numba for another kernel, the
+# compiled pass (about 10x faster than numpy's on short ids) hashes every later batch: loading
+# numba pays for itself within a few million ids. The results are the same bits either way.
+_COMPILE_AFTER_IDS = 1 << 20
+_hashed_ids = 0
+
+
+def _compiled(n: int, longest: int) -> bool:
+    """Whether to hash a batch of `n` ids, the longest `longest` bytes, by the compiled pass."""
+    global _hashed_ids
+    _hashed_ids += n  # a race between reader threads only moves the switch by a batch
+    if longest > _NUMPY_MAX_LEN or _hashed_ids > _COMPILE_AFTER_IDS:
+        return True
+    return "sampler.ids_jit" in sys.modules
 
 
 def _fnv1a_by_position(data, starts, lengths, max_len: int) -> np.ndarray:
@@ -125,9 +145,16 @@ def row_fingerprint(columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             raw = np.ascontiguousarray(col).reshape(n, -1).view(np.uint8)
             words = np.zeros((n, (raw.shape[1] + 7) // 8 * 8), dtype=np.uint8)
             words[:, : raw.shape[1]] = raw
+            if n >= _COMBINE_COMPILED_FROM:
+                h = kernels("sampler.ids_jit").combine_words(h, words.view(np.uint64))
+                continue
             for word in words.view(np.uint64).T:
                 h = combine(h, word)
     return h
+
+
+# From this many rows `row_fingerprint` combines numeric words by the compiled pass.
+_COMBINE_COMPILED_FROM = 1 << 16
 
 
 def shard_of(fp: np.ndarray, num_shards: int) -> np.ndarray:

@@ -1,7 +1,8 @@
-"""Compiled kernel of `sampler.ids.fingerprint`: FNV-1a over each id's bytes, one pass.
+"""Compiled kernels of `sampler.ids`: the fingerprint of string ids (FNV-1a over each id's
+bytes, then splitmix64, one pass), the hash mix and draws, and lookups in sorted fingerprints.
 
-Time is linear in the ids' bytes (the numpy version stepped over byte positions, so one
-long id cost every row of its batch that many steps)."""
+The fingerprint's time is linear in the ids' bytes (the numpy twin, `ids.fingerprint_numpy`,
+steps over byte positions, so one long id costs every row of its batch that many steps)."""
 
 from __future__ import annotations
 
@@ -11,19 +12,6 @@ from sampler.jit import njit
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
-
-
-@njit
-def fnv1a(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """FNV-1a (64-bit) of data[offsets[i]:offsets[i + 1]] for each i: uint64."""
-    n = len(offsets) - 1
-    out = np.empty(n, np.uint64)
-    for i in range(n):
-        h = _FNV_OFFSET
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
-        out[i] = h
-    return out
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -45,3 +33,80 @@ def draw(stream, index):
     """`sampler.ids.draws` of one stream and draw index: the same float64."""
     h = mix(stream ^ ((np.uint64(index) + np.uint64(1)) * _GOLDEN))
     return np.float64(h >> np.uint64(11)) * (2.0**-53)
+
+
+@njit
+def fingerprints(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """`sampler.ids.fingerprint` of an Arrow binary array's buffers (offsets, data): FNV-1a
+    of each id's bytes, then `combine(h, length)`, in one pass (the numpy twin steps over
+    byte positions, one pass over the rows each, then mixes twice)."""
+    n = len(offsets) - 1
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        h = _FNV_OFFSET
+        lo, hi = offsets[i], offsets[i + 1]
+        for j in range(lo, hi):
+            h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+        out[i] = mix(mix(h) ^ np.uint64(hi - lo))
+    return out
+
+
+@njit
+def directory_bits(n):
+    """Bits of a directory by top bits for n hash-like values: 4 to 8 values per entry,
+    between 1 and 22 bits (a directory of 32 MB at most)."""
+    bits = 1
+    while bits < 22 and (1 << (bits + 3)) <= n:
+        bits += 1
+    return bits
+
+
+@njit
+def find_sorted(table: np.ndarray, query: np.ndarray):
+    """(np.minimum(np.searchsorted(table, query), len(table) - 1), found) for a sorted uint64
+    `table` (len >= 1) of hash-like values: a directory of the top `bits` bits narrows each
+    search to the few entries that share them (numpy's binary search over the whole table
+    misses the caches on every step)."""
+    n = len(table)
+    bits = directory_bits(n)
+    shift = np.uint64(64 - bits)
+    buckets = 1 << bits
+    first = np.empty(buckets + 1, np.int64)  # first entry whose top bits are >= b
+    b = 0
+    for i in range(n):
+        top = np.int64(table[i] >> shift)
+        while b <= top:
+            first[b] = i
+            b += 1
+    while b <= buckets:
+        first[b] = n
+        b += 1
+    pos = np.empty(len(query), np.int64)
+    found = np.empty(len(query), np.bool_)
+    for k in range(len(query)):
+        q = query[k]
+        top = np.int64(q >> shift)
+        lo, hi = first[top], first[top + 1]
+        while lo < hi:  # the first entry >= q in [lo, hi), else hi
+            mid = (lo + hi) >> 1
+            if table[mid] < q:
+                lo = mid + 1
+            else:
+                hi = mid
+        p = min(lo, n - 1)
+        pos[k] = p
+        found[k] = lo < n and table[lo] == q
+    return pos, found
+
+
+@njit
+def combine_words(h: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """`h = ids.combine(h, words[:, j])` for each column j in turn, row by row (the numpy twin
+    makes six passes over all the rows per column)."""
+    out = np.empty(len(h), np.uint64)
+    for i in range(len(h)):
+        x = h[i]
+        for j in range(words.shape[1]):
+            x = mix(mix(x) ^ words[i, j])
+        out[i] = x
+    return out

@@ -44,6 +44,26 @@ def _warm_ids() -> None:
     ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
     ids_jit = kernels("sampler.ids_jit")
     ids_jit.draw(ids_jit.mix(np.uint64(1)), np.int64(0))  # callees of choose_jit, cached too
+    fps = np.array([1, 2, 3], np.uint64)
+    ids_jit.find_sorted(fps, fps)
+    ids_jit.combine_words(fps, np.zeros((3, 2), np.uint64))
+
+
+def _warm_tfrecord() -> None:
+    from sampler.io import tfrecord
+
+    tfrecord._frame_compiled(tfrecord.frame([b"a"]), 0, 2)
+
+
+def _warm_adjacency() -> None:
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+
+    adjacency_jit = kernels("sampler.sample.adjacency_jit")
+    fps = np.array([1, 2, 3], np.uint64)
+    _, src, dst = adjacency_jit.csr_sort(fps, fps, fps)
+    adjacency_jit.csr_rows(src, dst)
 
 
 def _warm_choose() -> None:
@@ -111,6 +131,8 @@ def _warm_encoder() -> None:
 # Each kernel module, and what compiles its kernels for the types the runs use.
 WARMERS = {
     "sampler.ids_jit": _warm_ids,
+    "sampler.io.tfrecord_jit": _warm_tfrecord,
+    "sampler.sample.adjacency_jit": _warm_adjacency,
     "sampler.sample.choose_jit": _warm_choose,
     "sampler.sample.assemble_jit": _warm_assemble,
     "sampler.sample.encode_jit": _warm_encoder,

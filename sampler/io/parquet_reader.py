@@ -95,9 +95,10 @@ def _parquet_problems(path, name, column: pa.Array, spec) -> list[tuple[int, str
     """
     column = _decode(column)
     problems = []
-    nulls = column.is_null().to_numpy(zero_copy_only=False)
     missing = "missing id" if spec is None else "missing value"
-    problems += [(int(i), missing) for i in np.flatnonzero(nulls)]
+    if column.null_count:  # (no mask of a whole column when it has no null)
+        nulls = column.is_null().to_numpy(zero_copy_only=False)
+        problems += [(int(i), missing) for i in np.flatnonzero(nulls)]
     if spec is None:
         if _is_text(column.type):
             empty = pc.equal(pc.binary_length(column.cast(pa.binary())), 0)
@@ -131,16 +132,20 @@ def _parquet_problems(path, name, column: pa.Array, spec) -> list[tuple[int, str
             for i in np.flatnonzero(wrong)
         ]
         values = pc.list_flatten(column)
-        parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-        inner = values.is_null().to_numpy(zero_copy_only=False)
-        problems += [(int(i), "missing value") for i in np.unique(parents[inner])]
+        if values.null_count:  # the row of each value only when some value is missing
+            parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+            inner = values.is_null().to_numpy(zero_copy_only=False)
+            problems += [(int(i), "missing value") for i in np.unique(parents[inner])]
     values = _decode(values)
     if not _value_type_ok(values.type, spec.kind):
         raise UserError(
             f"{path}: column '{name}' has values of type {values.type}, "
             f"which cannot be {spec.kind} feature values"
         )
-    for index, reason in _too_large(values, spec.kind):
+    too_large = _too_large(values, spec.kind)
+    if too_large and is_list and parents is None:
+        parents = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    for index, reason in too_large:
         problems.append((index if parents is None else int(parents[index]), reason))
     return sorted(problems)
 

@@ -11,12 +11,14 @@ Python work is a few integer operations and one checksum call.
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable, Iterator
 
 import google_crc32c  # installed with apache-beam[gcp]
 import numpy as np
 
 from sampler.errors import UserError
+from sampler.jit_loader import kernels
 
 _READ_CHUNK = 1 << 24
 _HEADER = struct.Struct("<QI")
@@ -74,40 +76,26 @@ class RecordFramer:
         return UserError(f"{self.path}: record index {index}: {what}")
 
     def _frame(self, need: int, first: int):
-        """Frames up to `need` more records: (their data's file offsets, the CRC32C of each
-        one's data, the error that stops the file or None). Only the header of a record the
-        buffer ends in is checked here; `take` compares the other checksums."""
-        starts: list[int] = []
-        data_crcs: list[int] = []
-        crc, unpack_header, unpack_length = (
-            google_crc32c.value,
-            _HEADER.unpack_from,
-            _LENGTH.unpack_from,
-        )
-        append = starts.append
+        """Frames up to `need` more records: (their data's file offsets, their lengths, whether
+        each one's length checksum is right, whether its data checksum is right, the error
+        that stops the file or None). A record's length checksum is checked before the buffer
+        is read on past it; `take` cuts the records at the first wrong one."""
+        unpack_header = _HEADER.unpack_from
+        step = _frame_step()
+        parts: list[tuple] = []
+        count = 0
         error = None
-        while len(starts) < need:
-            buf, pos, base, size = self.buf, self.pos, self.base, len(self.buf)
-            left = need - len(starts)
-            framed = len(starts)
-            while left:
-                if pos + 12 > size:
-                    break
-                end = pos + 12 + unpack_length(buf, pos)[0]
-                if end + 4 > size:
-                    break
-                append(pos + 12)
-                pos = end + 4
-                left -= 1
-            # Each record's data ends 4 bytes before the next one's header.
-            ends = [*starts[framed + 1 :], pos + 12] if len(starts) > framed else []
-            data_crcs += [crc(buf[a : b - 16]) for a, b in zip(starts[framed:], ends, strict=True)]
-            starts[framed:] = [base + a for a in starts[framed:]]
+        while count < need:
+            buf, base = self.buf, self.base
+            local, *checked, pos = step(buf, self.pos, need - count)
+            parts.append((local + base, *checked))
+            count += len(local)
             self.pos = pos
-            if not left:
+            if count >= need:
                 break
             # The buffer ends inside the next record: check its header, then read on.
-            index = self.index + len(starts)
+            size = len(buf)
+            index = self.index + count
             if pos + 12 <= size:
                 length, header_crc = unpack_header(buf, pos)
                 if masked_crc(buf[pos : pos + 8]) != header_crc:
@@ -134,7 +122,10 @@ class RecordFramer:
                     got = min(length, size - pos - 12)
                     error = self._error(index, f"truncated record (file ends after {got} bytes)")
                 break
-        return np.array(starts, dtype=np.int64), np.array(data_crcs, dtype=np.int64), error
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty.astype(bool), empty.astype(bool), error
+        return (*(_concat([p[k] for p in parts]) for k in range(4)), error)
 
     def take(self, count: int) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
         """(buffer, starts, ends, indices) of up to `count` records with good checksums; fewer
@@ -143,30 +134,14 @@ class RecordFramer:
         parts = []
         good = 0
         while good < count:
-            starts, data_crcs, error = self._frame(count - good, first)
+            starts, lengths, header_ok, ok, error = self._frame(count - good, first)
             indices = self.index + np.arange(len(starts), dtype=np.int64)
-            local = starts - self.base
-            lengths = _words(self.buf, local - 12, 8)
-            header_crcs = _words(self.buf, local - 4, 4)
-            # Header checksums: one per distinct length.
-            distinct = np.sort(lengths)  # (np.unique hashes, which is slower here)
-            distinct = distinct[
-                np.concatenate([[True], distinct[1:] != distinct[:-1]])[: len(distinct)]
-            ]
-            expected = np.array(
-                [masked_crc(struct.pack("<Q", int(n))) for n in distinct.tolist()], np.int64
-            )
-            inverse = np.searchsorted(distinct, lengths)
-            broken = np.flatnonzero(expected[inverse] != header_crcs)
+            broken = np.flatnonzero(~header_ok)
             if len(broken):  # the records after it were framed with a corrupt length
                 cut = int(broken[0])
-                starts, lengths, data_crcs, indices = (
-                    a[:cut] for a in (starts, lengths, data_crcs, indices)
-                )
+                starts, lengths, ok, indices = (a[:cut] for a in (starts, lengths, ok, indices))
                 error = self._error(int(self.index + cut), _CORRUPT_LENGTH)
             self.index += len(starts) if error is None else 0
-            local = local[: len(starts)]
-            ok = _masked_array(data_crcs) == _words(self.buf, local + lengths, 4)
             for index in indices[~ok].tolist():
                 if self.on_bad_checksum is None:
                     raise self._error(index, "corrupt record data checksum")
@@ -183,6 +158,57 @@ class RecordFramer:
         starts = np.concatenate([p[0] for p in parts]) - self.base
         ends = starts + np.concatenate([p[1] for p in parts])
         return self.buf, starts, ends, np.concatenate([p[2] for p in parts])
+
+
+def _concat(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _frame_python(buf: bytes, pos: int, left: int):
+    """Up to `left` whole records from buf[pos:] (header, data and data checksum all in buf):
+    (the offset in buf of each one's data, its length, whether its length checksum is right,
+    whether its data checksum is right, the position after the last). The twin of the
+    compiled `sampler.io.tfrecord_jit.frame`."""
+    starts: list[int] = []
+    append, unpack_length, size = starts.append, _LENGTH.unpack_from, len(buf)
+    while left:
+        if pos + 12 > size:
+            break
+        end = pos + 12 + unpack_length(buf, pos)[0]
+        if end + 4 > size:
+            break
+        append(pos + 12)
+        pos = end + 4
+        left -= 1
+    # Each record's data ends 4 bytes before the next one's header.
+    ends = [*starts[1:], pos + 12]
+    crc = google_crc32c.value
+    data_crcs = [crc(buf[a : b - 16]) for a, b in zip(starts, ends[: len(starts)], strict=True)]
+    local = np.array(starts, np.int64)
+    lengths = _words(buf, local - 12, 8)
+    header_crcs = _words(buf, local - 4, 4)
+    # Header checksums: one per distinct length.
+    distinct = np.sort(lengths)  # (np.unique hashes, which is slower here)
+    distinct = distinct[np.concatenate([[True], distinct[1:] != distinct[:-1]])[: len(distinct)]]
+    expected = np.array(
+        [masked_crc(struct.pack("<Q", int(n))) for n in distinct.tolist()], np.int64
+    )
+    header_ok = expected[np.searchsorted(distinct, lengths)] == header_crcs
+    data_ok = _masked_array(np.array(data_crcs, np.int64)) == _words(buf, local + lengths, 4)
+    return local, lengths, header_ok, data_ok, pos
+
+
+def _frame_compiled(buf: bytes, pos: int, left: int):
+    jit = kernels("sampler.io.tfrecord_jit")
+    *framed, pos = jit.frame(np.frombuffer(buf, np.uint8), pos, left, jit._TABLES)
+    return (*framed, int(pos))
+
+
+def _frame_step():
+    """The compiled framing once this process has loaded compiled kernels (a sampling run,
+    or a table's first million ids: sampler.ids), else the Python twin (no numba loaded for
+    a few records). The same records, offsets and checksums either way."""
+    return _frame_compiled if "sampler.jit" in sys.modules else _frame_python
 
 
 _CORRUPT_LENGTH = "corrupt record length checksum (not a TFRecord file?)"

@@ -19,6 +19,7 @@ from sampler.batches import (
     concat_features,
     take_features,
 )
+from sampler.jit_loader import kernels
 
 
 @dataclasses.dataclass
@@ -48,11 +49,30 @@ class Adjacency:
 
 
 def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
-    """Sorts edges by (source, target, content) and builds the CSR."""
+    """Sorts edges by (source, target, content) and builds the CSR (compiled, or by its numpy
+    twin `build_adjacency_numpy` for a few edges: a process that only reads a small graph then
+    never loads numba)."""
+    n = len(edges)
+    if n < _COMPILED_FROM:
+        return build_adjacency_numpy(edges, weight_feature)
+    content = ids.row_fingerprint(edges.features, n)
+    jit = kernels("sampler.sample.adjacency_jit")
+    src, dst = np.ascontiguousarray(edges.src), np.ascontiguousarray(edges.dst)
+    order, src, targets = jit.csr_sort(src, dst, content)
+    edge_keys, nodes, starts = jit.csr_rows(src, targets)
+    return _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys)
+
+
+# Below this many edges the numpy twin builds the CSR (no compiler loaded for a small graph).
+_COMPILED_FROM = 1 << 16
+
+
+def build_adjacency_numpy(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
+    """The numpy twin of `build_adjacency` (the same Adjacency)."""
     n = len(edges)
     content = ids.row_fingerprint(edges.features, n)
     order = np.lexsort((content, edges.dst, edges.src))
-    src, dst, content = edges.src[order], edges.dst[order], content[order]
+    src, dst = edges.src[order], edges.dst[order]
     # Rank among parallel edges (same source and target) so each edge has a key.
     new_pair = np.ones(n, dtype=bool)
     new_pair[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
@@ -62,12 +82,17 @@ def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adja
     rank = (np.arange(n) - pair_start).astype(np.uint64)
     edge_keys = ids.combine(src, dst, rank)
     nodes, starts = sorted_unique_index(src)
+    return _adjacency(edges, order, weight_feature, nodes, starts, dst, edge_keys)
+
+
+def _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys) -> Adjacency:
+    n = len(edges)
     degrees = np.diff(np.append(starts, n)).astype(np.int64)
     features = take_features(edges.features, order)
     weights = None
     if weight_feature is not None:
         weights = np.asarray(features[weight_feature], dtype=np.float64).reshape(n)
-    return Adjacency(nodes, starts.astype(np.int64), degrees, dst, edge_keys, features, weights)
+    return Adjacency(nodes, starts.astype(np.int64), degrees, targets, edge_keys, features, weights)
 
 
 def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
