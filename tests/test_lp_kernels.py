@@ -71,8 +71,8 @@ def test_grouped_order_keeps_input_order_of_ties():
     assert got.tolist() == [1, 3, 0, 2]
 
 
-def _part_counts_numpy(group, order, sender_part, num_parts):
-    code = group.astype(np.int64) * num_parts + sender_part[order]
+def _part_counts_numpy(group, source, parts, num_parts):
+    code = group.astype(np.int64) * num_parts + parts[source]
     counts = np.bincount(code, minlength=(int(group.max()) + 1 if len(group) else 0) * num_parts)
     nonzero = np.flatnonzero(counts)
     pair, part = np.divmod(nonzero, num_parts)

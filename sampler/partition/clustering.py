@@ -131,10 +131,10 @@ def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndar
     # Labels by their rank among this shard's labels: a code (pair, rank) sorts like
     # (neighbour key, row, label) and mostly fits an int32, which sorts twice as fast.
     unique, rank = np.unique(shard.labels, return_inverse=True)
-    order, group, pair_key, pair_row = label_propagation.by_target(state)
+    source, group, pair_key, pair_row = label_propagation.by_target(state)
     if len(pair_key) * len(unique) < _INT64_END:
         small = np.int32 if len(pair_key) * len(unique) <= np.iinfo(np.int32).max else np.int64
-        sender = np.repeat(rank.astype(small), np.diff(state.offsets))[order]
+        sender = rank.astype(small)[source]
         code = np.sort(group.astype(small) * small(len(unique)) + sender)
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
         counts = np.diff(np.r_[first, len(code)]).astype(np.int64)

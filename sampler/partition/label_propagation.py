@@ -149,9 +149,11 @@ def split_by_key(key: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
 
 
 def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
-    """(order, group, key, row): the adjacency entries in (nbr_key, nbr_row) order, the
-    index of the distinct (nbr_key, nbr_row) pair of each, and the pairs. Static: kept in
-    the adjacency cache."""
+    """(source, group, key, row): the adjacency entries in (nbr_key, nbr_row) order as the
+    row of the node that sends each (so a per-node value in this order is `value[source]`,
+    a gather from a table of the shard's nodes, which stays in the CPU caches far longer
+    than one from a table of its entries), the index of the distinct (nbr_key, nbr_row)
+    pair of each, and the pairs. Static: kept in the adjacency cache."""
 
     def build():
         order = stable_order(state.nbr_key, state.nbr_row)
@@ -159,7 +161,9 @@ def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
         new = np.r_[True, (key[1:] != key[:-1]) | (row[1:] != row[:-1])]
         small = np.int32 if len(order) < np.iinfo(np.int32).max else np.int64
         group = (np.cumsum(new) - 1).astype(small)
-        return order.astype(small), group, key[new], row[new]
+        rows = np.arange(len(state.parts), dtype=small)
+        source = np.repeat(rows, np.diff(state.offsets))[order]
+        return source, group, key[new], row[new]
 
     return adjacency_cache.derived(state.adjacency_token, state.adjacency(), "by_target", build)
 
@@ -169,17 +173,17 @@ def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
 DENSE_COUNTS, DENSE_SLACK = 4, 1 << 20
 
 
-def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list | None:
-    """lp_messages by counting (pair, part) codes of the static pairs (no sort); None when
-    the bins would outgrow the shard (DENSE_COUNTS)."""
-    order, group, pair_key, pair_row = by_target(state)
-    if len(pair_key) * num_parts > DENSE_COUNTS * len(order) + DENSE_SLACK:
+def _counts_by_target(state: LPShard, parts: np.ndarray, num_parts: int) -> list | None:
+    """lp_messages by counting (pair, part) codes of the static pairs (no sort), `parts`
+    the shard's nodes' parts; None when the bins would outgrow the shard (DENSE_COUNTS)."""
+    source, group, pair_key, pair_row = by_target(state)
+    if len(pair_key) * num_parts > DENSE_COUNTS * len(source) + DENSE_SLACK:
         return None
-    k = compiled(len(order))
+    k = compiled(len(source))
     if k is not None:  # one pass over the entries, a count per part of each pair
-        pair, part, count = k.segment_part_counts(group, order, sender_part, num_parts)
+        pair, part, count = k.segment_part_counts(group, source, parts, num_parts)
     else:
-        code = group.astype(np.int64) * num_parts + sender_part[order]
+        code = group.astype(np.int64) * num_parts + parts[source]
         counts = np.bincount(code, minlength=len(pair_key) * num_parts)
         nonzero = np.flatnonzero(counts)
         pair, part = np.divmod(nonzero, num_parts)
@@ -191,12 +195,12 @@ def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """[(neighbour shard key, rows, counts[rows, part])]: the labels this shard's nodes
     show to each neighbour shard, summed per (neighbour row, part)."""
-    degrees = np.diff(state.offsets)
-    sender_part = np.repeat(state.parts, degrees)
-    if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
-        counted = _counts_by_target(state, sender_part, num_parts)
+    parts = state.parts
+    if len(state.nbr_key) and 0 <= parts.min() and parts.max() < num_parts:
+        counted = _counts_by_target(state, parts, num_parts)
         if counted is not None:
             return counted
+    sender_part = np.repeat(parts, np.diff(state.offsets))
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]

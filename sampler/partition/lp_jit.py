@@ -69,9 +69,9 @@ def grouped_order(major, minor, bins, has_minor):
 
 
 @njit
-def segment_part_counts(group, order, sender_part, num_parts):
-    """(group, part, count) of the distinct (group, part) pairs of the entries `order` (by
-    a non-decreasing `group`), each entry's part sender_part[order[k]], by (group, part)
+def segment_part_counts(group, source, parts, num_parts):
+    """(group, part, count) of the distinct (group, part) pairs of adjacency entries sorted
+    by a non-decreasing `group`, entry k's part parts[source[k]], by (group, part)
     ascending: what np.bincount of group * num_parts + part and its non-zero bins give."""
     n = len(group)
     out_group = np.empty(n, np.int64)
@@ -83,7 +83,7 @@ def segment_part_counts(group, order, sender_part, num_parts):
     while a < n:
         b = a
         while b < n and group[b] == group[a]:
-            counts[sender_part[order[b]]] += 1
+            counts[parts[source[b]]] += 1
             b += 1
         for p in range(num_parts):
             if counts[p]:
