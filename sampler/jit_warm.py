@@ -33,13 +33,32 @@ def warm() -> list[str]:
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
     _warm_encoder()
-    modules = (ids_jit, choose_jit, assemble_jit, encode_jit)
+    _warm_partition()
+    from sampler.partition import lookup_jit, lp_jit
+
+    modules = (ids_jit, choose_jit, assemble_jit, encode_jit, lookup_jit, lp_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
         for name, v in vars(m).items()
         if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
     )
+
+
+def _warm_partition() -> None:
+    """The partition stage's kernels (lp's counting sorts, the fingerprint lookup), with the
+    index widths the runs use (int32 below 2**31 adjacency entries, else int64)."""
+    import numpy as np
+
+    from sampler.partition import lookup_jit, lp_jit
+
+    one = np.zeros(1, np.int64)
+    for flag in (True, False):
+        lp_jit.grouped_order(one, one, 1, flag)
+    for small in (np.int32, np.int64):
+        lp_jit.segment_part_counts(one.astype(small), one.astype(small), one, 1)
+    lp_jit.sum_row_labels(one, one, one, 1)
+    lookup_jit.positions(np.zeros(2, np.uint64), np.zeros(1, np.uint64), 1)
 
 
 def _warm_encoder() -> None:

@@ -4,7 +4,8 @@ the same bytes), including the order of ties, which a stable sort keeps and any 
 sort may not.
 
 The lp partition of tests/test_kernel_digests.py's graph is too small to reach the kernels
-(label_propagation.COMPILED_MIN_ENTRIES); the last test runs it with every array compiled
+(label_propagation.COMPILED_MIN_ENTRIES, graph.COMPILED_MIN_LOOKUPS); a test runs it (and
+`random`, which shares the fingerprint lookups) with every array compiled
 and checks it against the digests recorded before any kernel existed.
 """
 
@@ -15,7 +16,8 @@ import json
 import numpy as np
 import pytest
 
-from sampler.partition import clustering, label_propagation, lp_jit
+from sampler.partition import clustering, graph, label_propagation, lookup_jit, lp_jit
+from sampler.partition.graph import NodeIndex
 from tests import test_kernel_digests as digests
 
 
@@ -135,9 +137,44 @@ def test_sum_row_labels_by_hand():
     assert [a.tolist() for a in got] == [[0, 1, 1], [4, 2, 9], [2, 3, 5]]
 
 
-def test_lp_partition_compiled_is_the_pinned_bytes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("method", ["lp", "random"])
+def test_partition_compiled_is_the_pinned_bytes(tmp_path, monkeypatch, method):
     monkeypatch.setattr(label_propagation, "COMPILED_MIN_ENTRIES", 0)
+    monkeypatch.setattr(graph, "COMPILED_MIN_LOOKUPS", 0)
     paths = digests.make_inputs(tmp_path)
     pinned = json.loads(digests.DIGESTS.read_text())
     assert paths["inputs_digest"] == pinned["inputs"]
-    assert digests.run_partition(paths, tmp_path, "lp") == pinned["partition"]["lp"]
+    assert digests.run_partition(paths, tmp_path, method) == pinned["partition"][method]
+
+
+def _lookup_cases():
+    rng = np.random.default_rng(3)
+    even = np.sort(rng.integers(0, 1 << 63, 5000, dtype=np.uint64) * np.uint64(2))
+    queries = np.concatenate([even[::7], rng.integers(0, 1 << 63, 3000, dtype=np.uint64), even[:1]])
+    yield even, queries  # members, non-members, the first
+    # Uneven: every fingerprint in a few buckets (binary search), duplicates, the extremes.
+    crowded = np.sort(np.r_[np.arange(2000, dtype=np.uint64), np.uint64(2**64 - 1), 5, 5])
+    extremes = np.array([0, 1, 4, 5, 6, 1999, 2000, 2**63, 2**64 - 1], np.uint64)
+    yield crowded, np.concatenate([extremes, rng.integers(0, 3000, 500, dtype=np.uint64)])
+    yield np.array([7, 9], np.uint64), np.array([0, 7, 8, 9, 10, 2**64 - 1], np.uint64)
+    yield even, np.zeros(0, np.uint64)
+
+
+@pytest.mark.parametrize("case", list(_lookup_cases()))
+def test_fingerprint_positions_are_searchsorted(case):
+    table, queries = case
+    want = np.searchsorted(table, queries)
+    bits = min(max(int(len(table) - 1).bit_length(), 1), 32)
+    for b in sorted({1, bits, bits + 3}):  # few, about one per entry, more
+        assert np.array_equal(lookup_jit.positions(table, queries, b), want)
+
+
+def test_node_index_lookup_compiled(monkeypatch):
+    fp = np.sort(np.random.default_rng(1).integers(0, 1 << 63, 300, dtype=np.uint64))
+    index = NodeIndex(0, 0, fp, 100)
+    queries = np.concatenate([fp[::3], fp[:5] + np.uint64(1)])
+    want = index.lookup(queries)
+    monkeypatch.setattr(graph, "COMPILED_MIN_LOOKUPS", 0)
+    got = index.lookup(queries)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert want[1].sum() == 100
