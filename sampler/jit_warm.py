@@ -93,6 +93,32 @@ def _warm_assemble() -> None:
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
 
 
+def _warm_lp() -> None:
+    """lp's counting sorts, with the index widths the runs use (int32 below 2**31 adjacency
+    entries, else int64)."""
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+
+    lp_jit = kernels("sampler.partition.lp_jit")
+    one = np.zeros(1, np.int64)
+    for flag in (True, False):
+        lp_jit.grouped_order(one, one, 1, flag)
+    for small in (np.int32, np.int64):
+        lp_jit.segment_part_counts(one.astype(small), one.astype(small), one, 1)
+    lp_jit.sum_row_labels(one, one, one, 1)
+
+
+def _warm_lookup() -> None:
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+
+    kernels("sampler.partition.lookup_jit").positions(
+        np.zeros(2, np.uint64), np.zeros(1, np.uint64), 1
+    )
+
+
 def _warm_encoder() -> None:
     """Every encoder kernel, through chunks with each payload source (float32 and int64
     rows, ids of a table and of a chunk, edge indices, #size)."""
@@ -133,6 +159,8 @@ WARMERS = {
     "sampler.ids_jit": _warm_ids,
     "sampler.io.tfrecord_jit": _warm_tfrecord,
     "sampler.sample.adjacency_jit": _warm_adjacency,
+    "sampler.partition.lp_jit": _warm_lp,
+    "sampler.partition.lookup_jit": _warm_lookup,
     "sampler.sample.choose_jit": _warm_choose,
     "sampler.sample.assemble_jit": _warm_assemble,
     "sampler.sample.encode_jit": _warm_encoder,

@@ -71,3 +71,18 @@ def test_a_process_on_a_filled_cache_compiles_nothing(tmp_path):
         assert sum(compiled.values()) >= expected, compiled
         if expected == 0:
             assert sum(compiled.values()) == 0, compiled
+
+
+def test_every_kernel_module_has_a_warm_up():
+    """A kernel module without one would be compiled per process on a cold cache, unlocked."""
+    import pathlib
+
+    from sampler import jit_warm
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts)
+        for p in (root / "sampler").rglob("*_jit.py")
+    }
+    assert modules, "no kernel module found"
+    assert modules == set(jit_warm.WARMERS), modules ^ set(jit_warm.WARMERS)

@@ -131,10 +131,10 @@ def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndar
     # Labels by their rank among this shard's labels: a code (pair, rank) sorts like
     # (neighbour key, row, label) and mostly fits an int32, which sorts twice as fast.
     unique, rank = np.unique(shard.labels, return_inverse=True)
-    order, group, pair_key, pair_row = label_propagation.by_target(state)
+    source, group, pair_key, pair_row = label_propagation.by_target(state)
     if len(pair_key) * len(unique) < _INT64_END:
         small = np.int32 if len(pair_key) * len(unique) <= np.iinfo(np.int32).max else np.int64
-        sender = np.repeat(rank.astype(small), np.diff(state.offsets))[order]
+        sender = rank.astype(small)[source]
         code = np.sort(group.astype(small) * small(len(unique)) + sender)
         first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
         counts = np.diff(np.r_[first, len(code)]).astype(np.int64)
@@ -188,7 +188,13 @@ def cluster_propose(
     pieces = [m for m in messages if len(m[0])]
     if not pieces:
         return []
-    rows, labels, counts = _sum_pairs(*(np.concatenate(x) for x in zip(*pieces, strict=True)))
+    rows, labels, counts = (np.concatenate(x) for x in zip(*pieces, strict=True))
+    k = label_propagation.compiled(len(rows))
+    if k is not None and labels.min() >= 0 and counts.dtype == np.int64:
+        # A counting sort by row, then each row's few labels: no sort over the whole type.
+        rows, labels, counts = k.sum_row_labels(rows.astype(np.int64), labels, counts, n)
+    else:
+        rows, labels, counts = _sum_pairs(rows, labels, counts)
     own = labels == shard.labels[rows]
     own_count = np.zeros(n, np.int64)
     own_count[rows[own]] = counts[own]

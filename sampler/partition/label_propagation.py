@@ -15,6 +15,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
+from sampler.jit_loader import kernels
 from sampler.partition import adjacency_cache
 from sampler.partition.compact import narrow, widen
 from sampler.partition.sparse import SparseCounts
@@ -82,19 +83,49 @@ def _lp_shard(key, gid_start, parts, classes, in_degree, token, narrowed, target
     )  # fmt: skip
 
 
+# Arrays of at least this many entries are sorted and counted by the compiled kernels of
+# lp_jit.py (counting sorts on bounded codes); smaller ones by numpy, without loading numba.
+# Both give the same arrays (tests/test_lp_kernels.py); tests set 0 to compile everything.
+COMPILED_MIN_ENTRIES = 1 << 14
+
+
+def compiled(entries: int):
+    """lp_jit's kernels for work over `entries` entries, or None (numpy)."""
+    if entries < COMPILED_MIN_ENTRIES:
+        return None
+    return kernels("sampler.partition.lp_jit")
+
+
+def _code(columns, spans) -> np.ndarray:
+    code = np.zeros(len(columns[0]), np.int64)
+    for column, span in zip(columns, spans, strict=True):
+        code = code * span + column
+    return code
+
+
 def stable_order(*columns: np.ndarray) -> np.ndarray:
     """np.lexsort(columns[::-1]): the order by the first column, then the next, ties in
-    input order; one stable argsort of one int64 code when the columns fit in it (a few
-    times faster than lexsort), else lexsort."""
+    input order. Compiled: a counting sort by the code of the leading columns whose range
+    stays within ~2x the entries, then the short runs of equal code sorted by the rest; else
+    one stable argsort of one int64 code when the columns fit in it (a few times faster than
+    lexsort), else lexsort."""
     if len(columns[0]) == 0 or min(int(c.min()) for c in columns) < 0:
         return np.lexsort(columns[::-1])
     spans = [int(c.max()) + 1 for c in columns]
     if int(np.prod(spans, dtype=object)) >= np.iinfo(np.int64).max:
         return np.lexsort(columns[::-1])
-    code = np.zeros(len(columns[0]), np.int64)
-    for column, span in zip(columns, spans, strict=True):
-        code = code * span + column
-    return np.argsort(code, kind="stable")
+    k = compiled(len(columns[0]))
+    if k is not None:
+        bins, lead = 1, 0
+        while lead < len(spans) and bins * spans[lead] <= max(2 * len(columns[0]), 1 << 16):
+            bins *= spans[lead]
+            lead += 1
+        if lead:
+            major = _code(columns[:lead], spans[:lead])
+            rest = lead < len(columns)
+            minor = _code(columns[lead:], spans[lead:]) if rest else major
+            return k.grouped_order(major, minor, bins, rest)
+    return np.argsort(_code(columns, spans), kind="stable")
 
 
 def build_lp_adjacency(
@@ -118,9 +149,11 @@ def split_by_key(key: np.ndarray, *arrays: np.ndarray) -> list[tuple]:
 
 
 def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
-    """(order, group, key, row): the adjacency entries in (nbr_key, nbr_row) order, the
-    index of the distinct (nbr_key, nbr_row) pair of each, and the pairs. Static: kept in
-    the adjacency cache."""
+    """(source, group, key, row): the adjacency entries in (nbr_key, nbr_row) order as the
+    row of the node that sends each (so a per-node value in this order is `value[source]`,
+    a gather from a table of the shard's nodes, which stays in the CPU caches far longer
+    than one from a table of its entries), the index of the distinct (nbr_key, nbr_row)
+    pair of each, and the pairs. Static: kept in the adjacency cache."""
 
     def build():
         order = stable_order(state.nbr_key, state.nbr_row)
@@ -128,7 +161,9 @@ def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
         new = np.r_[True, (key[1:] != key[:-1]) | (row[1:] != row[:-1])]
         small = np.int32 if len(order) < np.iinfo(np.int32).max else np.int64
         group = (np.cumsum(new) - 1).astype(small)
-        return order.astype(small), group, key[new], row[new]
+        rows = np.arange(len(state.parts), dtype=small)
+        source = np.repeat(rows, np.diff(state.offsets))[order]
+        return source, group, key[new], row[new]
 
     return adjacency_cache.derived(state.adjacency_token, state.adjacency(), "by_target", build)
 
@@ -138,29 +173,34 @@ def by_target(state: LPShard) -> tuple[np.ndarray, ...]:
 DENSE_COUNTS, DENSE_SLACK = 4, 1 << 20
 
 
-def _counts_by_target(state: LPShard, sender_part: np.ndarray, num_parts: int) -> list | None:
-    """lp_messages by counting (pair, part) codes of the static pairs (no sort); None when
-    the bins would outgrow the shard (DENSE_COUNTS)."""
-    order, group, pair_key, pair_row = by_target(state)
-    if len(pair_key) * num_parts > DENSE_COUNTS * len(order) + DENSE_SLACK:
+def _counts_by_target(state: LPShard, parts: np.ndarray, num_parts: int) -> list | None:
+    """lp_messages by counting (pair, part) codes of the static pairs (no sort), `parts`
+    the shard's nodes' parts; None when the bins would outgrow the shard (DENSE_COUNTS)."""
+    source, group, pair_key, pair_row = by_target(state)
+    if len(pair_key) * num_parts > DENSE_COUNTS * len(source) + DENSE_SLACK:
         return None
-    code = group.astype(np.int64) * num_parts + sender_part[order]
-    counts = np.bincount(code, minlength=len(pair_key) * num_parts)
-    nonzero = np.flatnonzero(counts)
-    pair, part = np.divmod(nonzero, num_parts)
-    part_count = np.stack([part, counts[nonzero]], axis=1)
+    k = compiled(len(source))
+    if k is not None:  # one pass over the entries, a count per part of each pair
+        pair, part, count = k.segment_part_counts(group, source, parts, num_parts)
+    else:
+        code = group.astype(np.int64) * num_parts + parts[source]
+        counts = np.bincount(code, minlength=len(pair_key) * num_parts)
+        nonzero = np.flatnonzero(counts)
+        pair, part = np.divmod(nonzero, num_parts)
+        count = counts[nonzero]
+    part_count = np.stack([part, count], axis=1)
     return split_by_key(pair_key[pair], pair_row[pair], part_count)
 
 
 def lp_messages(state: LPShard, num_parts: int) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """[(neighbour shard key, rows, counts[rows, part])]: the labels this shard's nodes
     show to each neighbour shard, summed per (neighbour row, part)."""
-    degrees = np.diff(state.offsets)
-    sender_part = np.repeat(state.parts, degrees)
-    if len(sender_part) and 0 <= sender_part.min() and sender_part.max() < num_parts:
-        counted = _counts_by_target(state, sender_part, num_parts)
+    parts = state.parts
+    if len(state.nbr_key) and 0 <= parts.min() and parts.max() < num_parts:
+        counted = _counts_by_target(state, parts, num_parts)
         if counted is not None:
             return counted
+    sender_part = np.repeat(parts, np.diff(state.offsets))
     out = []
     order = np.argsort(state.nbr_key, kind="stable")
     keys = state.nbr_key[order]
