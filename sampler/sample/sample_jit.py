@@ -152,6 +152,25 @@ def _sort_group(order, a, b, dst, key):
 
 
 @njit
+def _sort_run(a, b, dst, pos, key):
+    """Entries a..b of (dst, pos, key) by (target, edge key), stable, in place."""
+    if b - a > 32:
+        o = a + np.argsort(dst[a:b], kind="mergesort")
+        dst[a:b] = dst[o]
+        pos[a:b] = pos[o]
+        key[a:b] = key[o]
+    for x in range(a + 1, b):
+        vd, vp, vk = dst[x], pos[x], key[x]
+        y = x
+        while y > a and (dst[y - 1] > vd or (dst[y - 1] == vd and key[y - 1] > vk)):
+            dst[y] = dst[y - 1]
+            pos[y] = pos[y - 1]
+            key[y] = key[y - 1]
+            y -= 1
+        dst[y], pos[y], key[y] = vd, vp, vk
+
+
+@njit
 def chunk_edges(
     fs,
     fr,
@@ -182,7 +201,12 @@ def chunk_edges(
     the parts' rows one after the other (part p: part_bounds[p]..part_bounds[p + 1]), each
     part in sample order. The members of the source and target node sets are given as
     `unique_rows`' (bounds, rows) and `member_positions`' local positions, with the
-    number of rows of each node set."""
+    number of rows of each node set.
+
+    Per sample: each frontier row's edges (one source) are sorted by (target, edge key) as
+    they are gathered, then the rows are emitted in source order. When a source has edges
+    from more than one frontier row (several ops on one edge set), the sample's edges are
+    ordered by a counting sort by source and a stable sort per source instead."""
     n_parts = len(part_bounds) - 1
     per = np.zeros(n_samples + 1, np.int64)
     total = 0
@@ -199,11 +223,14 @@ def chunk_edges(
     b_key = np.empty(most, np.uint64)
     order = np.empty(most, np.int64)
     count = np.empty(most + 1, np.int64)
+    run_start = np.empty(most + 1, np.int64)
+    run_end = np.empty(most + 1, np.int64)
+    run_stamp = np.full(most + 1, -1, np.int64)
     src_stamp = np.full(max(n_src_rows, 1), -1, np.int64)
     src_pos = np.zeros(max(n_src_rows, 1), np.int64)
     dst_stamp = np.full(max(n_dst_rows, 1), -1, np.int64)
     dst_pos = np.zeros(max(n_dst_rows, 1), np.int64)
-    out = np.empty((2, total), np.int64)
+    out = np.empty(2 * total, np.int64)  # sources in [0, total), targets in [total, 2 total)
     out_pos = np.empty(total, np.int64)
     bounds = np.empty(n_samples + 1, np.int64)
     cur = part_bounds[:-1].copy()
@@ -217,46 +244,73 @@ def chunk_edges(
             dst_stamp[dst_rows[j]] = s
             dst_pos[dst_rows[j]] = dst_local[j]
         nb = 0
+        multi = False
         for p in range(n_parts):
             f = cur[p]
             end = part_bounds[p + 1]
             while f < end and fs[f] == s:
                 r = fr[f]
                 sp = src_pos[r] if src_stamp[r] == s else 0
+                a = nb
                 for i in range(lo[f], hi[f]):
                     e = i if identity else picks[i]
                     t = targets[e]
                     if dst_stamp[t] == s:
-                        b_src[nb] = sp
                         b_dst[nb] = dst_pos[t]
                         b_pos[nb] = e
                         b_key[nb] = edge_keys[e]
                         nb += 1
+                for q in range(a, nb):
+                    b_src[q] = sp
+                _sort_run(a, nb, b_dst, b_pos, b_key)
+                if run_stamp[sp] == s:
+                    multi = True
+                run_stamp[sp] = s
+                run_start[sp] = a
+                run_end[sp] = nb
                 f += 1
             cur[p] = f
         n_src = src_bounds[s + 1] - src_bounds[s] + 1
-        count[: n_src + 1] = 0
-        for q in range(nb):
-            count[b_src[q] + 1] += 1
-        for g in range(n_src):
-            count[g + 1] += count[g]
-        for q in range(nb):
-            g = b_src[q]
-            order[count[g]] = q
-            count[g] += 1
-        a = 0
-        for g in range(n_src):  # count[g] is now the end of group g
-            _sort_group(order, a, count[g], b_dst, b_key)
-            a = count[g]
-        for q in range(nb):
-            i = order[q]
-            if q == 0 or b_key[i] != b_key[order[q - 1]]:
-                out[0, o] = b_src[i]
-                out[1, o] = b_dst[i]
-                out_pos[o] = b_pos[i]
-                o += 1
+        if multi:
+            count[: n_src + 1] = 0
+            for q in range(nb):
+                count[b_src[q] + 1] += 1
+            for g in range(n_src):
+                count[g + 1] += count[g]
+            for q in range(nb):
+                g = b_src[q]
+                order[count[g]] = q
+                count[g] += 1
+            a = 0
+            for g in range(n_src):  # count[g] is now the end of group g
+                _sort_group(order, a, count[g], b_dst, b_key)
+                a = count[g]
+            for q in range(nb):
+                i = order[q]
+                if q == 0 or b_key[i] != b_key[order[q - 1]]:
+                    out[o] = b_src[i]
+                    out[total + o] = b_dst[i]
+                    out_pos[o] = b_pos[i]
+                    o += 1
+        else:
+            first = True
+            last = np.uint64(0)
+            for g in range(n_src):
+                if run_stamp[g] != s:
+                    continue
+                for q in range(run_start[g], run_end[g]):
+                    k = b_key[q]
+                    if first or k != last:
+                        out[o] = g
+                        out[total + o] = b_dst[q]
+                        out_pos[o] = b_pos[q]
+                        o += 1
+                    first = False
+                    last = k
     bounds[n_samples] = o
     for p in range(n_parts):
         if cur[p] != part_bounds[p + 1]:
             raise ValueError("a part's frontier rows are not in sample order")
-    return out[:, :o].copy(), out_pos[:o].copy(), bounds
+    for q in range(o):  # the targets right after the sources: one (2, o) array
+        out[o + q] = out[total + q]
+    return out[: 2 * o].reshape((2, o)), out_pos[:o], bounds
