@@ -170,12 +170,22 @@ FUSED = True  # False: the step-by-step path (STEPS below), the fused kernels' r
 
 
 class Steps(typing.NamedTuple):
-    """The ways of the three stages of sample_chunk_with: an op's picks (with `.targets(adj)`,
-    its output (sample, row) pairs), node aggregation's candidate edges, an edge set's rows."""
+    """The ways of the stages of sample_chunk_with: the seeds' part (the (sample, node row)
+    pairs an op produces, in the form these Steps keep them), an op's picks (with
+    `.targets(adj)`, its part), a node set's members from its parts, node aggregation's
+    candidate edges, an edge set's rows."""
 
+    seed_part: typing.Callable
     sample_op: typing.Callable
+    members: typing.Callable
     induced: typing.Callable
     edge_rows: typing.Callable
+
+
+def _step_members(parts: list, n_rows: int, n_samples: int, seed_row) -> _Members:
+    s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    return _Members(s, r, n_rows, n_samples, seed_row)
 
 
 def _step_edge_rows(adj: DenseAdjacency, parts: list, sources: _Members, targets: _Members):
@@ -201,8 +211,7 @@ def sample_chunk_with(
     seeds = seeds.take(np.flatnonzero(found))
     seed_rows = seed_rows[found]
     n = len(seeds)
-    sample_all = np.arange(n)
-    produced = {plan.seed_op: (sample_all, seed_rows)}
+    produced = {plan.seed_op: steps.seed_part(n, seed_rows)}
     picked = collections.defaultdict(list)
     for op in plan.ops:
         parts = [produced[name] for name in op.inputs]
@@ -212,10 +221,8 @@ def sample_chunk_with(
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op] for op in produced if plan.output_set(op) == name]
-        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         seed_row = seed_rows if name == plan.seed_set else None
-        members[name] = _Members(s, r, len(table.rows), n, seed_row)
+        members[name] = steps.members(parts, len(table.rows), n, seed_row)
     if plan.aggregation == NODE:
         picked = steps.induced(graph, dg, members)
     edge_rows = {}
@@ -319,4 +326,8 @@ def _picked_edges(parts: list[_Picked], sources: _Members):
     return np.concatenate(s), np.concatenate(src), np.concatenate([p.positions for p in parts])
 
 
-STEPS = Steps(sample_op, _induced, _step_edge_rows)
+def _step_seed_part(n_samples: int, seed_rows: np.ndarray):
+    return np.arange(n_samples), seed_rows
+
+
+STEPS = Steps(_step_seed_part, sample_op, _step_members, _induced, _step_edge_rows)

@@ -28,19 +28,35 @@ def _int64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _stacked(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Parts (bounds per sample, rows) as unique_parts' (P, n + 1) bounds and their rows."""
+    offsets = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+    bounds = np.stack([p[0] + o for p, o in zip(parts, offsets, strict=True)])
+    return np.ascontiguousarray(bounds, dtype=np.int64), _int64(
+        np.concatenate([p[1] for p in parts])
+    )
+
+
+def seed_part(n_samples: int, seed_rows: np.ndarray):
+    """A part: (bounds per sample, node rows); sample s produced rows[bounds[s]:bounds[s+1]]."""
+    return np.arange(n_samples + 1, dtype=np.int64), _int64(seed_rows)
+
+
 class Picks(typing.NamedTuple):
     """An op's picks per frontier row: row f (sample fs[f], node row fr[f]) picked the
-    adjacency positions pos[bounds[f] : bounds[f + 1]], whose targets are (ts, tr)."""
+    adjacency positions pos[bounds[f] : bounds[f + 1]], whose targets are the node rows
+    tr[bounds[f] : bounds[f + 1]]; fbounds: the frontier rows of each sample."""
 
     fs: np.ndarray
     fr: np.ndarray
+    fbounds: np.ndarray
     bounds: np.ndarray
     pos: np.ndarray
-    ts: np.ndarray
     tr: np.ndarray
 
     def targets(self, adj) -> tuple[np.ndarray, np.ndarray]:
-        return self.ts, self.tr
+        """The op's part: (bounds per sample, target rows)."""
+        return self.bounds[self.fbounds], self.tr
 
 
 def sample_op(dg, op, parts, sample_keys: np.ndarray, randomness) -> Picks:
@@ -49,12 +65,8 @@ def sample_op(dg, op, parts, sample_keys: np.ndarray, randomness) -> Picks:
     jit = _jit()
     n_rows = len(dg.nodes[op.source].rows)
     adj = dg.adjacency[op.edge_set]
-    sample = np.concatenate([p[0] for p in parts])
-    row = np.concatenate([p[1] for p in parts])
-    bounds, rows = kernels("sampler.sample.assemble_jit").unique_rows(
-        _int64(sample), _int64(row), len(sample_keys), n_rows
-    )
-    fs, fr = jit.live_frontier(bounds, rows, adj.degrees)
+    bounds, rows = jit.unique_parts(*_stacked(parts), n_rows)
+    fs, fr, fbounds = jit.live_frontier(bounds, rows, adj.degrees)
     fp = dg.nodes[op.source].rows.fp
     prefix = randomness.stream_prefix(op.key)
     keys = np.ascontiguousarray(sample_keys, dtype=np.uint64)
@@ -62,18 +74,39 @@ def sample_op(dg, op, parts, sample_keys: np.ndarray, randomness) -> Picks:
         out = jit.pick_uniform(
             fs, fr, adj.starts, adj.degrees, adj.targets, keys, fp, prefix, int(op.sample_size)
         )
-        return Picks(fs, fr, *out)
+        return Picks(fs, fr, fbounds, *out)
     stream = jit.streams(fs, fr, keys, fp, prefix)
-    start = adj.starts[fr]
     rows, pos = kernels("sampler.sample.choose_jit").choose(
-        start,
+        adj.starts[fr],
         adj.degrees[fr],
         stream,
         sample_size=op.sample_size,
         strategy=op.strategy,
         weights=adj.weights,
     )
-    return Picks(fs, fr, *jit.picks_by_row(_int64(rows), _int64(pos), fs, adj.targets))
+    out = jit.picks_by_row(_int64(rows), _int64(pos), len(fs), adj.targets)
+    return Picks(fs, fr, fbounds, *out)
+
+
+class Members:
+    """dense._Members from parts: a node set's distinct (sample, row) pairs in a chunk and
+    their output positions (the seed first, then by row)."""
+
+    def __init__(self, parts: list, n_rows: int, n_samples: int, seed_row):
+        self.n_rows = n_rows
+        if parts:
+            self.bounds, self.row = _jit().unique_parts(*_stacked(parts), n_rows)
+        else:
+            self.bounds, self.row = np.zeros(n_samples + 1, np.int64), np.zeros(0, np.int64)
+        has_seed = seed_row is not None
+        seed = _int64(seed_row) if has_seed else np.zeros(n_samples, np.int64)
+        self.local, self.order = kernels("sampler.sample.assemble_jit").member_positions(
+            self.bounds, self.row, seed, has_seed
+        )
+
+    @property
+    def sample(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.bounds) - 1), np.diff(self.bounds))
 
 
 class Induced(typing.NamedTuple):
@@ -137,7 +170,7 @@ def edge_rows(adj, parts: list, sources, targets):
 def _steps():
     from sampler.sample.dense import Steps
 
-    return Steps(sample_op, induced, edge_rows)
+    return Steps(seed_part, sample_op, Members, induced, edge_rows)
 
 
 FUSED = _steps()

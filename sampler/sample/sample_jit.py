@@ -21,23 +21,78 @@ from sampler.jit import njit
 
 
 @njit
+def unique_parts(bounds, rows, n_rows):
+    """The distinct rows of each sample, ascending, over parts that hold their rows by
+    sample: part p's rows of sample s are rows[bounds[p, s] : bounds[p, s + 1]]. Returns
+    (bounds per sample, rows), as `assemble_jit.unique_rows` of the (sample, row) pairs.
+
+    Per sample: a flag per node row and a scan of the flagged blocks of 64 when the node set
+    is small next to the sample's rows, else stamps and a sort of the distinct rows."""
+    n_parts, n_samples = bounds.shape[0], bounds.shape[1] - 1
+    total = 0
+    for p in range(n_parts):
+        total += bounds[p, n_samples] - bounds[p, 0]
+    out = np.empty(total, np.int64)
+    out_bounds = np.empty(n_samples + 1, np.int64)
+    n_rows = max(n_rows, 1)
+    seen = np.zeros(n_rows, np.bool_)
+    touched = np.zeros((n_rows >> 6) + 1, np.bool_)
+    stamp = np.full(n_rows, -1, np.int64)
+    o = 0
+    for s in range(n_samples):
+        out_bounds[s] = o
+        count = 0
+        for p in range(n_parts):
+            count += bounds[p, s + 1] - bounds[p, s]
+        if n_rows <= 16 * count:
+            for p in range(n_parts):
+                for j in range(bounds[p, s], bounds[p, s + 1]):
+                    r = rows[j]
+                    seen[r] = True
+                    touched[r >> 6] = True
+            for b in range(len(touched)):
+                if not touched[b]:
+                    continue
+                touched[b] = False
+                for r in range(b << 6, min((b + 1) << 6, n_rows)):
+                    if seen[r]:
+                        seen[r] = False
+                        out[o] = r
+                        o += 1
+        else:
+            for p in range(n_parts):
+                for j in range(bounds[p, s], bounds[p, s + 1]):
+                    r = rows[j]
+                    if stamp[r] != s:
+                        stamp[r] = s
+                        out[o] = r
+                        o += 1
+            out[out_bounds[s] : o].sort()
+    out_bounds[n_samples] = o
+    return out_bounds, out[:o]
+
+
+@njit
 def live_frontier(bounds, rows, degrees):
-    """(sample, row) of the distinct pairs (`unique_rows`' bounds and rows) whose row has
-    out-edges, in (sample, row) order."""
+    """(sample, row, bounds per sample) of the distinct pairs (`unique_parts`' bounds and
+    rows) whose row has out-edges, in (sample, row) order."""
     n = 0
     for j in range(len(rows)):
         if degrees[rows[j]] > 0:
             n += 1
     fs = np.empty(n, np.int64)
     fr = np.empty(n, np.int64)
+    fbounds = np.empty(len(bounds), np.int64)
     o = 0
     for s in range(len(bounds) - 1):
+        fbounds[s] = o
         for j in range(bounds[s], bounds[s + 1]):
             if degrees[rows[j]] > 0:
                 fs[o] = s
                 fr[o] = rows[j]
                 o += 1
-    return fs, fr
+    fbounds[len(bounds) - 1] = o
+    return fs, fr, fbounds
 
 
 @njit
@@ -57,23 +112,10 @@ def streams(fs, fr, sample_keys, fp, prefix):
 
 
 @njit
-def _targets(fs, pick_bounds, pos, targets):
-    """(sample, target row) of every pick: the op's output nodes."""
-    m = len(pos)
-    ts = np.empty(m, np.int64)
-    tr = np.empty(m, np.int64)
-    for f in range(len(fs)):
-        for q in range(pick_bounds[f], pick_bounds[f + 1]):
-            ts[q] = fs[f]
-            tr[q] = targets[pos[q]]
-    return ts, tr
-
-
-@njit
 def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
     """RANDOM_UNIFORM per frontier row: a row of degree <= k gives every edge, in order;
     another Floyd's k picks, in draw order (`sampling._floyd`, `choose_jit._uniform`).
-    Returns (pick bounds per frontier row, positions, target sample, target row)."""
+    Returns (pick bounds per frontier row, positions, target row)."""
     n = len(fr)
     pick_bounds = np.empty(n + 1, np.int64)
     total = 0
@@ -83,7 +125,6 @@ def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
         total += d if d <= k else k
     pick_bounds[n] = total
     pos = np.empty(total, np.int64)
-    ts = np.empty(total, np.int64)
     tr = np.empty(total, np.int64)
     last = -1
     hs = np.uint64(0)
@@ -112,23 +153,23 @@ def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
                         break
                 pos[o + step] = st + t
         for q in range(o, pick_bounds[f + 1]):
-            ts[q] = s
             tr[q] = targets[pos[q]]
-    return pick_bounds, pos, ts, tr
+    return pick_bounds, pos, tr
 
 
 @njit
-def picks_by_row(rows, pos, fs, targets):
-    """`choose`'s (frontier row, position) picks, rows ascending, as pick_uniform's
-    (pick bounds, positions, target sample, target row)."""
-    n = len(fs)
+def picks_by_row(rows, pos, n, targets):
+    """`choose`'s (frontier row, position) picks of n frontier rows, rows ascending, as
+    pick_uniform's (pick bounds, positions, target row)."""
     pick_bounds = np.zeros(n + 1, np.int64)
     for q in range(len(rows)):
         pick_bounds[rows[q] + 1] += 1
     for f in range(n):
         pick_bounds[f + 1] += pick_bounds[f]
-    ts, tr = _targets(fs, pick_bounds, pos, targets)
-    return pick_bounds, pos, ts, tr
+    tr = np.empty(len(pos), np.int64)
+    for q in range(len(pos)):
+        tr[q] = targets[pos[q]]
+    return pick_bounds, pos, tr
 
 
 @njit
