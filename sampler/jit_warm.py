@@ -18,7 +18,7 @@ def warm() -> list[str]:
     import pyarrow as pa
 
     from sampler import ids, ids_jit
-    from sampler.sample import assemble_jit, choose_jit, encode_jit
+    from sampler.sample import assemble_jit, choose_jit, encode_jit, sample_jit
     from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
 
     ids.fingerprint(pa.array([b"a", b"b" * (ids._NUMPY_MAX_LEN + 1)], pa.binary()))
@@ -32,14 +32,36 @@ def warm() -> list[str]:
     local, _ = assemble_jit.member_positions(bounds, rows, np.array([1, 1], np.int64), True)
     assemble_jit.find(bounds, rows, local, sample, row, 2)
     assemble_jit.unique_edges(sample, row, row, row.astype(np.uint64), np.array([0, 2, 4]))
+    _warm_sampling(sample_jit)
     _warm_encoder()
-    modules = (ids_jit, choose_jit, assemble_jit, encode_jit)
+    modules = (ids_jit, choose_jit, assemble_jit, encode_jit, sample_jit)
     return sorted(
         f"{m.__name__}.{name}"
         for m in modules
         for name, v in vars(m).items()
         if getattr(v, "__module__", None) == m.__name__ and hasattr(v, "signatures")
     )
+
+
+def _warm_sampling(sample_jit) -> None:
+    """The fused sampling kernels (sampler/sample/dense_fused.py), with the argument types
+    that module passes."""
+    import numpy as np
+
+    i64 = np.array([0, 1], np.int64)
+    keys = np.array([1, 2], np.uint64)
+    for n_rows in (2, 1000):  # flags and stamps
+        bounds, rows = sample_jit.unique_parts(np.array([[0, 1, 2]], np.int64), i64, n_rows)
+    fs, fr, fbounds = sample_jit.live_frontier(bounds, rows, np.array([1, 1], np.int64))
+    sample_jit.streams(fs, fr, keys, keys, np.uint64(3))
+    picks, pos, _ = sample_jit.pick_uniform(fs, fr, i64, i64 + 1, i64, keys, keys, np.uint64(3), 1)
+    sample_jit.picks_by_row(i64, i64, 2, i64)
+    local = np.zeros(2, np.int64)
+    for identity in (False, True):
+        sample_jit.chunk_edges(
+            *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
+            *(bounds, rows, local, 2, bounds, rows, local, 2, i64, keys),
+        )
 
 
 def _warm_encoder() -> None:
