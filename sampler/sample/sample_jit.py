@@ -352,6 +352,10 @@ def chunk_edges(
     for p in range(n_parts):
         if cur[p] != part_bounds[p + 1]:
             raise ValueError("a part's frontier rows are not in sample order")
-    for q in range(o):  # the targets right after the sources: one (2, o) array
-        out[o + q] = out[total + q]
-    return out[: 2 * o].reshape((2, o)), out_pos[:o], bounds
+    if o == total:  # no edge dropped (edge aggregation): sources, then targets: (2, o)
+        return out.reshape((2, o)), out_pos, bounds
+    edges = np.empty((2, o), np.int64)  # exact sizes: node aggregation drops most candidates
+    for q in range(o):
+        edges[0, q] = out[q]
+        edges[1, q] = out[total + q]
+    return edges, out_pos[:o].copy(), bounds
