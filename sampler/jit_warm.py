@@ -119,6 +119,31 @@ def _warm_lookup() -> None:
     )
 
 
+def _warm_sampling() -> None:
+    """The fused sampling kernels (sampler/sample/dense_fused.py), with the argument types
+    that module passes."""
+    import numpy as np
+
+    from sampler.jit_loader import kernels
+
+    sample_jit = kernels("sampler.sample.sample_jit")
+
+    i64 = np.array([0, 1], np.int64)
+    keys = np.array([1, 2], np.uint64)
+    for n_rows in (2, 1000):  # flags and stamps
+        bounds, rows = sample_jit.unique_parts(np.array([[0, 1, 2]], np.int64), i64, n_rows)
+    fs, fr, fbounds = sample_jit.live_frontier(bounds, rows, np.array([1, 1], np.int64))
+    sample_jit.streams(fs, fr, keys, keys, np.uint64(3))
+    picks, pos, _ = sample_jit.pick_uniform(fs, fr, i64, i64 + 1, i64, keys, keys, np.uint64(3), 1)
+    sample_jit.picks_by_row(i64, i64, 2, i64)
+    local = np.zeros(2, np.int64)
+    for identity in (False, True):
+        sample_jit.chunk_edges(
+            *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
+            *(bounds, rows, local, 2, bounds, rows, local, 2, i64, keys),
+        )
+
+
 def _warm_encoder() -> None:
     """Every encoder kernel, through chunks with each payload source (float32 and int64
     rows, ids of a table and of a chunk, edge indices, #size)."""
@@ -163,6 +188,7 @@ WARMERS = {
     "sampler.partition.lookup_jit": _warm_lookup,
     "sampler.sample.choose_jit": _warm_choose,
     "sampler.sample.assemble_jit": _warm_assemble,
+    "sampler.sample.sample_jit": _warm_sampling,
     "sampler.sample.encode_jit": _warm_encoder,
 }
 

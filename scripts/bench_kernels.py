@@ -1,4 +1,4 @@
-"""Benchmark: the compiled sampling kernels (issue 33) against the numpy ones, per op.
+"""Benchmark: the fused sampling kernels (issue 33) against the step-by-step path, per op.
 
 Loads a graph once (`--runner InMemory`'s tables and densify), then samples `--seeds`
 papers in chunks of 512 with the spec's ops, three times over: the spec as written, and
@@ -6,9 +6,12 @@ with its first `cites` op switched to TOP_K and to RANDOM_WEIGHTED (the graph ne
 `weight` on cites: `pipelines.generate --edge_weights`). It reports CPU seconds (this
 process, user + system):
 
-  choose   per op and strategy: `sampling.choose` (numpy) and `choose_jit.choose`
-           (compiled) on the same recorded frontiers, and the ratio;
-  sampling the whole `sample_chunk_columns` (sampling alone, no encoding) with each.
+  sampling the whole `sample_chunk_columns` (sampling alone, no encoding), by the fused
+           kernels and by the step path (`dense.FUSED`), and the ratio;
+  stages   the fused path's CPU per op, for the members, per edge set.
+
+`--whole_only`: the whole sampling only, as the checkout on PYTHONPATH does it (works on
+checkouts from before the compiled kernels): compare checkouts with it.
 
   PYTHONPATH=. python scripts/bench_kernels.py --graph /tmp/mag50k_w --seeds 10000
 """
@@ -74,58 +77,58 @@ def bench_whole(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
 
 
 def bench_spec(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
-    """CPU seconds of sampling with the numpy and the compiled choose, whole and per op."""
-    from sampler.sample import choose_jit, in_memory, sampling
+    """CPU seconds of the whole sampling by the fused kernels and by the step-by-step path
+    (`dense.FUSED`), alternating, best of `repeat`; and the fused path's CPU per stage: each
+    op (frontier to picks), each node set's members, each edge set (picks to edges)."""
+    from sampler.sample import dense, dense_fused, in_memory
     from sampler.sample.adjacency import make_seeds
     from sampler.sample.plan import make_plan
 
     plan = make_plan(graph, spec, "edge")
     mem = in_memory.load_dense_graph(graph, plan)
     seeds = make_seeds(np.asarray(mem.nodes[plan.seed_set].rows.ids[:num_seeds], dtype=object))
-    compiled = choose_jit.choose
-    calls = []
+    whole = {"fused": [], "steps": []}
+    for _ in range(repeat + 1):  # the first round compiles or loads the kernels
+        for label in whole:
+            dense.FUSED = label == "fused"
+            t = cpu()
+            sample_all(graph, plan, mem, seeds)
+            whole[label].append(cpu() - t)
+    dense.FUSED = True
+    best = {label: min(times[1:]) for label, times in whole.items()}
+    stages = collections.Counter()
 
-    def recording(start, degree, stream, **kw):
-        calls.append((start, degree, stream, kw))
-        return compiled(start, degree, stream, **kw)
+    def timed(label, fn):
+        def run(*args):
+            t = time.process_time()
+            out = fn(*args)
+            key = label(args)
+            stages[key] += time.process_time() - t
+            return out
 
-    choose_jit.choose = recording
+        return run
+
+    fused = dense_fused.FUSED
+    dense_fused.FUSED = fused._replace(
+        sample_op=timed(lambda a: f"op {a[1].name} ({a[1].strategy})", fused.sample_op),
+        members=timed(lambda a: "members (all node sets)", fused.members),
+        edge_rows=timed(lambda a: f"edges {_edge_set_of(mem, a[0])}", fused.edge_rows),
+    )
     try:
-        sample_all(graph, plan, mem, seeds)  # compiles, and records every op's frontiers
-        whole = {}
-        for label, impl in (("numpy", sampling.choose), ("compiled", compiled)):
-            choose_jit.choose = impl
-            times = []
-            for _ in range(repeat):
-                t = cpu()
-                sample_all(graph, plan, mem, seeds)
-                times.append(cpu() - t)
-            whole[label] = min(times)
+        sample_all(graph, plan, mem, seeds)
     finally:
-        choose_jit.choose = compiled
-    ops = list(plan.ops)  # sample_chunk_columns calls choose once per op, in plan order
-    per_op = collections.defaultdict(lambda: {"numpy": 0.0, "compiled": 0.0, "picks": 0})
-    for i, (start, degree, stream, kw) in enumerate(calls):
-        op = ops[i % len(ops)]
-        entry = per_op[f"{op.name} ({op.strategy})"]
-        for label, impl in (("numpy", sampling.choose), ("compiled", compiled)):
-            best = float("inf")
-            for _ in range(repeat):
-                t = time.process_time()
-                rows, _pos = impl(start, degree, stream, **kw)
-                best = min(best, time.process_time() - t)
-            entry[label] += best
-        entry["picks"] += len(rows)
-    for v in per_op.values():
-        v["ratio"] = round(v["numpy"] / max(v["compiled"], 1e-9), 1)
-        v["numpy"], v["compiled"] = round(v["numpy"], 3), round(v["compiled"], 3)
+        dense_fused.FUSED = fused
     return {
         "spec": name,
         "seeds": len(seeds),
-        "sampling_cpu_s": {k: round(v, 2) for k, v in whole.items()},
-        "sampling_ratio": round(whole["numpy"] / whole["compiled"], 2),
-        "choose_per_op": dict(per_op),
+        "sampling_cpu_s": {k: round(v, 2) for k, v in best.items()},
+        "fused_vs_steps": round(best["steps"] / max(best["fused"], 1e-9), 2),
+        "fused_stages_cpu_s": {k: round(v, 3) for k, v in sorted(stages.items())},
     }
+
+
+def _edge_set_of(mem, adj) -> str:
+    return next(name for name, a in mem.adjacency.items() if a is adj)
 
 
 def main() -> None:

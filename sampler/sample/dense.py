@@ -158,37 +158,79 @@ def sample_chunk_columns(
     counters: collections.Counter,
 ) -> SubgraphChunk:
     """The subgraphs of a chunk of seeds as one SubgraphChunk (samples in the order of
-    `seeds`, less those whose seed is not in the seed node set)."""
+    `seeds`, less those whose seed is not in the seed node set), by the fused compiled
+    kernels (sampler/sample/dense_fused.py)."""
+    from sampler.sample import dense_fused
+
+    steps = dense_fused.FUSED if FUSED else STEPS
+    return sample_chunk_with(steps, graph, plan, dg, seeds, randomness, counters)
+
+
+FUSED = True  # False: the step-by-step path (STEPS below), the fused kernels' reference twin
+
+
+class Steps(typing.NamedTuple):
+    """The ways of the stages of sample_chunk_with: the seeds' part (the (sample, node row)
+    pairs an op produces, in the form these Steps keep them), an op's picks (with
+    `.targets(adj)`, its part), a node set's members from its parts, node aggregation's
+    candidate edges, an edge set's rows."""
+
+    seed_part: typing.Callable
+    sample_op: typing.Callable
+    members: typing.Callable
+    induced: typing.Callable
+    edge_rows: typing.Callable
+
+
+def _step_members(parts: list, n_rows: int, n_samples: int, seed_row) -> _Members:
+    s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
+    return _Members(s, r, n_rows, n_samples, seed_row)
+
+
+def _step_edge_rows(adj: DenseAdjacency, parts: list, sources: _Members, targets: _Members):
+    s, src, pos = _picked_edges(parts, sources)
+    dst, ok = targets.find(s, adj.targets[pos])
+    s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
+    return chunk_edges(adj, s, src, dst, pos, sources)
+
+
+def sample_chunk_with(
+    steps: Steps,
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    dg: DenseGraph,
+    seeds: Seeds,
+    randomness: Randomness,
+    counters: collections.Counter,
+) -> SubgraphChunk:
+    """sample_chunk_columns with the given Steps (the same records either way)."""
     seed_table = dg.nodes[plan.seed_set]
     seed_rows, found = seed_table.lookup(seeds.node)
     counters["seeds_not_in_node_set"] += int((~found).sum())
     seeds = seeds.take(np.flatnonzero(found))
     seed_rows = seed_rows[found]
     n = len(seeds)
-    sample_all = np.arange(n)
-    produced = {plan.seed_op: (sample_all, seed_rows)}
+    produced = {plan.seed_op: steps.seed_part(n, seed_rows)}
     picked = collections.defaultdict(list)
     for op in plan.ops:
         parts = [produced[name] for name in op.inputs]
-        step = sample_op(dg, op, parts, seeds.sample, randomness)
+        step = steps.sample_op(dg, op, parts, seeds.sample, randomness)
         picked[op.edge_set].append(step)
         produced[op.name] = step.targets(dg.adjacency[op.edge_set])
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op] for op in produced if plan.output_set(op) == name]
-        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         seed_row = seed_rows if name == plan.seed_set else None
-        members[name] = _Members(s, r, len(table.rows), n, seed_row)
+        members[name] = steps.members(parts, len(table.rows), n, seed_row)
     if plan.aggregation == NODE:
-        picked = _induced(graph, dg, members)
+        picked = steps.induced(graph, dg, members)
     edge_rows = {}
     for name, info in graph.edge_sets.items():
-        adj = dg.adjacency[name]
-        s, src, pos = _picked_edges(picked.get(name, []), members[info.source])
-        dst, ok = members[info.target].find(s, adj.targets[pos])
-        s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
+        parts = picked.get(name, [])
+        edge_rows[name] = steps.edge_rows(
+            dg.adjacency[name], parts, members[info.source], members[info.target]
+        )
     node_rows = {
         name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
         for name, m in members.items()
@@ -282,3 +324,10 @@ def _picked_edges(parts: list[_Picked], sources: _Members):
         s.append(p.frontier_sample[p.rows])
         src.append(local[p.rows])
     return np.concatenate(s), np.concatenate(src), np.concatenate([p.positions for p in parts])
+
+
+def _step_seed_part(n_samples: int, seed_rows: np.ndarray):
+    return np.arange(n_samples), seed_rows
+
+
+STEPS = Steps(_step_seed_part, sample_op, _step_members, _induced, _step_edge_rows)

@@ -31,6 +31,12 @@ class Randomness:
         """The random stream key of each frontier row (sample, node) of an op."""
         return ids.combine(np.uint64(self.seed), op_key, sample_key, node_fp)
 
+    def stream_prefix(self, op_key: np.uint64) -> np.uint64:
+        """`stream`'s hash before the sample and node are mixed in, the same for every row
+        of an op: stream(op, s, n) == mix(mix(stream_prefix(op) ^ s) ^ n) (ids.combine's
+        steps), which the compiled kernels (sampler/sample/sample_jit.py) finish per row."""
+        return np.uint64(ids.combine(np.uint64(self.seed), op_key))
+
     def negatives(self, sample_key: np.ndarray) -> np.ndarray:
         """The stream of a link seed's negative targets: draw k is the k-th negative's."""
         return ids.combine(np.uint64(self.seed), NEGATIVES_KEY, sample_key)

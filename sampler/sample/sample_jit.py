@@ -1,0 +1,361 @@
+"""Fused compiled kernels of the dense sampling (sampler/sample/dense_fused.py): one pass per
+op from its frontier to the picked edges and their targets, and one pass per edge set from
+the picks to the chunk's ordered, deduplicated edges.
+
+The picks of an op are kept per frontier row (CSR: row f picked `pos[pick_bounds[f] :
+pick_bounds[f + 1]]`), in frontier order, so that they come grouped by sample; the edge
+kernel then works sample by sample with the sample's members in two small look-up tables
+and its edges in buffers that stay in the CPU caches, where the step-by-step path
+(`dense.sample_chunk_columns_steps`) made a dozen passes over (sample, edge) arrays of the
+whole chunk. The draws are those of sampler/sample/randomness.py (`ids_jit.mix` and `draw`
+are `ids.mix` and `ids.draws` bit for bit); tests/test_sampling_compiled.py compares the
+two paths, tests/test_kernel_digests.py pins the records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sampler.ids_jit import draw, mix
+from sampler.jit import njit
+
+
+@njit
+def unique_parts(bounds, rows, n_rows):
+    """The distinct rows of each sample, ascending, over parts that hold their rows by
+    sample: part p's rows of sample s are rows[bounds[p, s] : bounds[p, s + 1]]. Returns
+    (bounds per sample, rows), as `assemble_jit.unique_rows` of the (sample, row) pairs.
+
+    Per sample: a flag per node row and a scan of the flagged blocks of 64 when the node set
+    is small next to the sample's rows, else stamps and a sort of the distinct rows."""
+    n_parts, n_samples = bounds.shape[0], bounds.shape[1] - 1
+    total = 0
+    for p in range(n_parts):
+        total += bounds[p, n_samples] - bounds[p, 0]
+    out = np.empty(total, np.int64)
+    out_bounds = np.empty(n_samples + 1, np.int64)
+    n_rows = max(n_rows, 1)
+    seen = np.zeros(n_rows, np.bool_)
+    touched = np.zeros((n_rows >> 6) + 1, np.bool_)
+    stamp = np.full(n_rows, -1, np.int64)
+    o = 0
+    for s in range(n_samples):
+        out_bounds[s] = o
+        count = 0
+        for p in range(n_parts):
+            count += bounds[p, s + 1] - bounds[p, s]
+        if n_rows <= 16 * count:
+            for p in range(n_parts):
+                for j in range(bounds[p, s], bounds[p, s + 1]):
+                    r = rows[j]
+                    seen[r] = True
+                    touched[r >> 6] = True
+            for b in range(len(touched)):
+                if not touched[b]:
+                    continue
+                touched[b] = False
+                for r in range(b << 6, min((b + 1) << 6, n_rows)):
+                    if seen[r]:
+                        seen[r] = False
+                        out[o] = r
+                        o += 1
+        else:
+            for p in range(n_parts):
+                for j in range(bounds[p, s], bounds[p, s + 1]):
+                    r = rows[j]
+                    if stamp[r] != s:
+                        stamp[r] = s
+                        out[o] = r
+                        o += 1
+            out[out_bounds[s] : o].sort()
+    out_bounds[n_samples] = o
+    return out_bounds, out[:o]
+
+
+@njit
+def live_frontier(bounds, rows, degrees):
+    """(sample, row, bounds per sample) of the distinct pairs (`unique_parts`' bounds and
+    rows) whose row has out-edges, in (sample, row) order."""
+    n = 0
+    for j in range(len(rows)):
+        if degrees[rows[j]] > 0:
+            n += 1
+    fs = np.empty(n, np.int64)
+    fr = np.empty(n, np.int64)
+    fbounds = np.empty(len(bounds), np.int64)
+    o = 0
+    for s in range(len(bounds) - 1):
+        fbounds[s] = o
+        for j in range(bounds[s], bounds[s + 1]):
+            if degrees[rows[j]] > 0:
+                fs[o] = s
+                fr[o] = rows[j]
+                o += 1
+    fbounds[len(bounds) - 1] = o
+    return fs, fr, fbounds
+
+
+@njit
+def streams(fs, fr, sample_keys, fp, prefix):
+    """`Randomness.stream(op key, sample_keys[fs], fp[fr])`, `prefix` being
+    mix(mix(seed) ^ op key): ids.combine's first two steps, the same for every row."""
+    out = np.empty(len(fs), np.uint64)
+    last = -1
+    hs = np.uint64(0)
+    for f in range(len(fs)):
+        s = fs[f]
+        if s != last:
+            hs = mix(prefix ^ sample_keys[s])
+            last = s
+        out[f] = mix(hs ^ fp[fr[f]])
+    return out
+
+
+@njit
+def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
+    """RANDOM_UNIFORM per frontier row: a row of degree <= k gives every edge, in order;
+    another Floyd's k picks, in draw order (`sampling._floyd`, `choose_jit._uniform`).
+    Returns (pick bounds per frontier row, positions, target row)."""
+    n = len(fr)
+    pick_bounds = np.empty(n + 1, np.int64)
+    total = 0
+    for f in range(n):
+        pick_bounds[f] = total
+        d = degrees[fr[f]]
+        total += d if d <= k else k
+    pick_bounds[n] = total
+    pos = np.empty(total, np.int64)
+    tr = np.empty(total, np.int64)
+    last = -1
+    hs = np.uint64(0)
+    for f in range(n):
+        s = fs[f]
+        r = fr[f]
+        d = degrees[r]
+        st = starts[r]
+        o = pick_bounds[f]
+        if d <= k:
+            for e in range(d):
+                pos[o + e] = st + e
+        else:
+            if s != last:
+                hs = mix(prefix ^ sample_keys[s])
+                last = s
+            stream = mix(hs ^ fp[r])
+            for step in range(k):
+                j = d - k + step
+                t = np.int64(draw(stream, step) * np.float64(j + 1))
+                if t > j:
+                    t = j
+                for q in range(o, o + step):
+                    if pos[q] == st + t:
+                        t = j
+                        break
+                pos[o + step] = st + t
+        for q in range(o, pick_bounds[f + 1]):
+            tr[q] = targets[pos[q]]
+    return pick_bounds, pos, tr
+
+
+@njit
+def picks_by_row(rows, pos, n, targets):
+    """`choose`'s (frontier row, position) picks of n frontier rows, rows ascending, as
+    pick_uniform's (pick bounds, positions, target row)."""
+    pick_bounds = np.zeros(n + 1, np.int64)
+    for q in range(len(rows)):
+        pick_bounds[rows[q] + 1] += 1
+    for f in range(n):
+        pick_bounds[f + 1] += pick_bounds[f]
+    tr = np.empty(len(pos), np.int64)
+    for q in range(len(pos)):
+        tr[q] = targets[pos[q]]
+    return pick_bounds, pos, tr
+
+
+@njit
+def _before(i, j, dst, key):
+    return dst[i] < dst[j] or (dst[i] == dst[j] and key[i] < key[j])
+
+
+@njit
+def _sort_group(order, a, b, dst, key):
+    """order[a:b] by (target, edge key), stable."""
+    if b - a > 32:
+        sub = order[a:b].copy()
+        order[a:b] = sub[np.argsort(dst[sub], kind="mergesort")]
+    for x in range(a + 1, b):
+        v = order[x]
+        y = x
+        while y > a and _before(v, order[y - 1], dst, key):
+            order[y] = order[y - 1]
+            y -= 1
+        order[y] = v
+
+
+@njit
+def _sort_run(a, b, dst, pos, key):
+    """Entries a..b of (dst, pos, key) by (target, edge key), stable, in place."""
+    if b - a > 32:
+        o = a + np.argsort(dst[a:b], kind="mergesort")
+        dst[a:b] = dst[o]
+        pos[a:b] = pos[o]
+        key[a:b] = key[o]
+    for x in range(a + 1, b):
+        vd, vp, vk = dst[x], pos[x], key[x]
+        y = x
+        while y > a and (dst[y - 1] > vd or (dst[y - 1] == vd and key[y - 1] > vk)):
+            dst[y] = dst[y - 1]
+            pos[y] = pos[y - 1]
+            key[y] = key[y - 1]
+            y -= 1
+        dst[y], pos[y], key[y] = vd, vp, vk
+
+
+@njit
+def chunk_edges(
+    fs,
+    fr,
+    lo,
+    hi,
+    picks,
+    identity,
+    part_bounds,
+    n_samples,
+    src_bounds,
+    src_rows,
+    src_local,
+    n_src_rows,
+    dst_bounds,
+    dst_rows,
+    dst_local,
+    n_dst_rows,
+    targets,
+    edge_keys,
+):
+    """An edge set's edges of a chunk: ((2, m) source and target output positions, adjacency
+    positions, bounds per sample), ordered by (sample, source, target, edge key, input), each
+    (sample, edge key) once, edges whose target is not a member dropped: what
+    `dense._picked_edges`, `_Members.find` and `dense.chunk_edges` give.
+
+    Frontier row f (sample fs[f], node row fr[f]) picked the adjacency positions
+    picks[lo[f]:hi[f]] (or lo[f]..hi[f] themselves when `identity`); the frontier rows are
+    the parts' rows one after the other (part p: part_bounds[p]..part_bounds[p + 1]), each
+    part in sample order. The members of the source and target node sets are given as
+    `unique_rows`' (bounds, rows) and `member_positions`' local positions, with the
+    number of rows of each node set.
+
+    Per sample: each frontier row's edges (one source) are sorted by (target, edge key) as
+    they are gathered, then the rows are emitted in source order. When a source has edges
+    from more than one frontier row (several ops on one edge set), the sample's edges are
+    ordered by a counting sort by source and a stable sort per source instead."""
+    n_parts = len(part_bounds) - 1
+    per = np.zeros(n_samples + 1, np.int64)
+    total = 0
+    for f in range(len(fs)):
+        c = hi[f] - lo[f]
+        per[fs[f]] += c
+        total += c
+    most = 1
+    for s in range(n_samples):
+        most = max(most, per[s], src_bounds[s + 1] - src_bounds[s] + 1)
+    b_src = np.empty(most, np.int64)
+    b_dst = np.empty(most, np.int64)
+    b_pos = np.empty(most, np.int64)
+    b_key = np.empty(most, np.uint64)
+    order = np.empty(most, np.int64)
+    count = np.empty(most + 1, np.int64)
+    run_start = np.empty(most + 1, np.int64)
+    run_end = np.empty(most + 1, np.int64)
+    run_stamp = np.full(most + 1, -1, np.int64)
+    src_stamp = np.full(max(n_src_rows, 1), -1, np.int64)
+    src_pos = np.zeros(max(n_src_rows, 1), np.int64)
+    dst_stamp = np.full(max(n_dst_rows, 1), -1, np.int64)
+    dst_pos = np.zeros(max(n_dst_rows, 1), np.int64)
+    out = np.empty(2 * total, np.int64)  # sources in [0, total), targets in [total, 2 total)
+    out_pos = np.empty(total, np.int64)
+    bounds = np.empty(n_samples + 1, np.int64)
+    cur = part_bounds[:-1].copy()
+    o = 0
+    for s in range(n_samples):
+        bounds[s] = o
+        for j in range(src_bounds[s], src_bounds[s + 1]):
+            src_stamp[src_rows[j]] = s
+            src_pos[src_rows[j]] = src_local[j]
+        for j in range(dst_bounds[s], dst_bounds[s + 1]):
+            dst_stamp[dst_rows[j]] = s
+            dst_pos[dst_rows[j]] = dst_local[j]
+        nb = 0
+        multi = False
+        for p in range(n_parts):
+            f = cur[p]
+            end = part_bounds[p + 1]
+            while f < end and fs[f] == s:
+                r = fr[f]
+                sp = src_pos[r] if src_stamp[r] == s else 0
+                a = nb
+                for i in range(lo[f], hi[f]):
+                    e = i if identity else picks[i]
+                    t = targets[e]
+                    if dst_stamp[t] == s:
+                        b_dst[nb] = dst_pos[t]
+                        b_pos[nb] = e
+                        b_key[nb] = edge_keys[e]
+                        nb += 1
+                for q in range(a, nb):
+                    b_src[q] = sp
+                _sort_run(a, nb, b_dst, b_pos, b_key)
+                if run_stamp[sp] == s:
+                    multi = True
+                run_stamp[sp] = s
+                run_start[sp] = a
+                run_end[sp] = nb
+                f += 1
+            cur[p] = f
+        n_src = src_bounds[s + 1] - src_bounds[s] + 1
+        if multi:
+            count[: n_src + 1] = 0
+            for q in range(nb):
+                count[b_src[q] + 1] += 1
+            for g in range(n_src):
+                count[g + 1] += count[g]
+            for q in range(nb):
+                g = b_src[q]
+                order[count[g]] = q
+                count[g] += 1
+            a = 0
+            for g in range(n_src):  # count[g] is now the end of group g
+                _sort_group(order, a, count[g], b_dst, b_key)
+                a = count[g]
+            for q in range(nb):
+                i = order[q]
+                if q == 0 or b_key[i] != b_key[order[q - 1]]:
+                    out[o] = b_src[i]
+                    out[total + o] = b_dst[i]
+                    out_pos[o] = b_pos[i]
+                    o += 1
+        else:
+            first = True
+            last = np.uint64(0)
+            for g in range(n_src):
+                if run_stamp[g] != s:
+                    continue
+                for q in range(run_start[g], run_end[g]):
+                    k = b_key[q]
+                    if first or k != last:
+                        out[o] = g
+                        out[total + o] = b_dst[q]
+                        out_pos[o] = b_pos[q]
+                        o += 1
+                    first = False
+                    last = k
+    bounds[n_samples] = o
+    for p in range(n_parts):
+        if cur[p] != part_bounds[p + 1]:
+            raise ValueError("a part's frontier rows are not in sample order")
+    if o == total:  # no edge dropped (edge aggregation): sources, then targets: (2, o)
+        return out.reshape((2, o)), out_pos, bounds
+    edges = np.empty((2, o), np.int64)  # exact sizes: node aggregation drops most candidates
+    for q in range(o):
+        edges[0, q] = out[q]
+        edges[1, q] = out[total + q]
+    return edges, out_pos[:o].copy(), bounds
