@@ -408,21 +408,28 @@ class SampleSubgraphs(beam.PTransform):
             pieces.append(
                 rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
             )
-        if plan.aggregation == NODE:
-            sampled = {}
-            for name, info in graph.edge_sets.items():
-                if info.source not in rows:
-                    continue
-                present = (
-                    rows[info.source]
-                    | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
-                    | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
-                )
-                induced = InducedInputs(present, adjacency[name])
-                sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
-        for name, parts in sampled.items():
-            for i, edges in enumerate(parts):
-                pieces.append(
-                    edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
-                )
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
         return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
+
+
+def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards: int, buckets: int) -> list:
+    """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets; with
+    node aggregation, instead every edge induced among the nodes found (`rows`: node set ->
+    its looked-up rows). Applied inside a composite's expand (its labels are the caller's)."""
+    if plan.aggregation == NODE:
+        sampled = {}
+        for name, info in graph.edge_sets.items():
+            if info.source not in rows:
+                continue
+            present = (
+                rows[info.source]
+                | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
+                | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(num_shards))
+            )
+            induced = InducedInputs(present, adjacency[name])
+            sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
+    return [
+        edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
+        for name, parts in sampled.items()
+        for i, edges in enumerate(parts)
+    ]

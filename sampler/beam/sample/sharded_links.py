@@ -31,8 +31,6 @@ from sampler.beam.sample.sharded import (
     EDGES,
     NAMESPACE,
     NODES,
-    InducedEdges,
-    InducedInputs,
     LookupNodes,
     NodeRequests,
     RecordBatch,
@@ -40,14 +38,14 @@ from sampler.beam.sample.sharded import (
     SizeCounters,
     ToBuckets,
     _one,
-    _SplitSampleNodes,
     count_received,
+    edge_pieces,
     encoded_chunk_batches,
 )
 from sampler.memory import release_free_memory
 from sampler.sample import link, link_sharded
 from sampler.sample.encode import encode_specs
-from sampler.sample.plan import NODE, Op, SamplingPlan
+from sampler.sample.plan import Op, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import sample_frontier
 from sampler.schema import GraphInfo
@@ -408,24 +406,7 @@ class SampleLinkSubgraphs(beam.PTransform):
             pieces.append(
                 rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
             )
-        if plan.aggregation == NODE:
-            sampled = {}
-            for name, info in graph.edge_sets.items():
-                if info.source not in rows:
-                    continue
-                present = (
-                    rows[info.source]
-                    | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
-                    | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
-                )
-                sampled[name] = [
-                    InducedInputs(present, adjacency[name]) | f"Induced/{name}" >> InducedEdges()
-                ]
-        for name, parts in sampled.items():
-            for i, edges in enumerate(parts):
-                pieces.append(
-                    edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
-                )
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
         return (
             tuple(pieces)
             | "Flatten" >> beam.Flatten()
