@@ -80,7 +80,7 @@ def bench_spec(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
     """CPU seconds of the whole sampling by the fused kernels and by the step-by-step path
     (`dense.FUSED`), alternating, best of `repeat`; and the fused path's CPU per stage: each
     op (frontier to picks), each node set's members, each edge set (picks to edges)."""
-    from sampler.sample import dense, dense_fused, in_memory
+    from sampler.sample import dense, in_memory
     from sampler.sample.adjacency import make_seeds
     from sampler.sample.plan import make_plan
 
@@ -108,16 +108,18 @@ def bench_spec(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
 
         return run
 
-    fused = dense_fused.FUSED
-    dense_fused.FUSED = fused._replace(
+    make_steps = dense.fused_steps
+    fused = make_steps()
+    timed_steps = fused._replace(
         sample_op=timed(lambda a: f"op {a[1].name} ({a[1].strategy})", fused.sample_op),
         members=timed(lambda a: "members (all node sets)", fused.members),
         edge_rows=timed(lambda a: f"edges {_edge_set_of(mem, a[0])}", fused.edge_rows),
     )
+    dense.fused_steps = lambda: timed_steps
     try:
         sample_all(graph, plan, mem, seeds)
     finally:
-        dense_fused.FUSED = fused
+        dense.fused_steps = make_steps
     return {
         "spec": name,
         "seeds": len(seeds),

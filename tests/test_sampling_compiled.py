@@ -113,7 +113,7 @@ def seed_ids(dg: dense.DenseGraph, plan) -> np.ndarray:
 def both(graph, plan, dg, seeds, seed: int):
     """(steps, fused) chunks and counters of the same seeds."""
     out = []
-    for steps in (dense.STEPS, dense_fused.FUSED):
+    for steps in (dense.STEPS, dense.fused_steps()):
         counters = collections.Counter()
         chunk = dense.sample_chunk_with(steps, graph, plan, dg, seeds, Randomness(seed), counters)
         out.append((chunk, counters))

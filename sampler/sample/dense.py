@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import typing
 
 import numpy as np
@@ -160,10 +161,23 @@ def sample_chunk_columns(
     """The subgraphs of a chunk of seeds as one SubgraphChunk (samples in the order of
     `seeds`, less those whose seed is not in the seed node set), by the fused compiled
     kernels (sampler/sample/dense_fused.py)."""
+    steps = fused_steps() if FUSED else STEPS
+    return sample_chunk_with(steps, graph, plan, dg, seeds, randomness, counters)
+
+
+@functools.cache
+def fused_steps() -> Steps:
+    """The fused compiled stages (sampler/sample/dense_fused.py, which does not import this
+    module: no import circle) as the Steps of sample_chunk_with."""
     from sampler.sample import dense_fused
 
-    steps = dense_fused.FUSED if FUSED else STEPS
-    return sample_chunk_with(steps, graph, plan, dg, seeds, randomness, counters)
+    return Steps(
+        dense_fused.seed_part,
+        dense_fused.sample_op,
+        dense_fused.Members,
+        dense_fused.induced,
+        dense_fused.edge_rows,
+    )
 
 
 FUSED = True  # False: the step-by-step path (STEPS below), the fused kernels' reference twin

@@ -165,12 +165,3 @@ def edge_rows(adj, parts: list, sources, targets):
         adj.edge_keys,
     )
     return edges, take_features(adj.features, pos), bounds
-
-
-def _steps():
-    from sampler.sample.dense import Steps
-
-    return Steps(seed_part, sample_op, Members, induced, edge_rows)
-
-
-FUSED = _steps()
