@@ -134,13 +134,15 @@ class SampleNodes:
 
     def unique(self) -> SampleNodes:
         """Sorted by (sample, node) without duplicates."""
-        if len(self) == 0:
-            return self
+        return self if len(self) == 0 else self.take(self.unique_index())
+
+    def unique_index(self) -> np.ndarray:
+        """The rows of `unique()`: the first of each (sample, node), in (sample, node) order."""
         order = np.lexsort((self.node, self.sample))
         s, n = self.sample[order], self.node[order]
         keep = np.ones(len(s), dtype=bool)
         keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
-        return SampleNodes(s[keep], n[keep])
+        return order[keep]
 
 
 @dataclasses.dataclass

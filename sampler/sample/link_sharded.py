@@ -64,13 +64,7 @@ class PairNodes:
 
     def unique(self) -> PairNodes:
         """Sorted by (sample, node) without duplicates (a sample has one pair)."""
-        if len(self) == 0:
-            return self
-        order = np.lexsort((self.node, self.sample))
-        s, n = self.sample[order], self.node[order]
-        keep = np.ones(len(s), dtype=bool)
-        keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
-        return self.take(order[keep])
+        return self if len(self) == 0 else self.take(self.nodes().unique_index())
 
     def nodes(self) -> SampleNodes:
         return SampleNodes(self.sample, self.node)

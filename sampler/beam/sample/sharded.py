@@ -132,6 +132,21 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
             yield bucket, chunk_index, records
 
 
+def bucket_parts(pieces, first_kind: str) -> tuple[list, dict, dict]:
+    """A bucket's packed pieces unpacked and counted as received (check_shuffle): the pieces
+    of `first_kind` (the seeds or link examples), and node set -> node rows (expanded), edge
+    set -> sampled edges."""
+    firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
+    received = collections.Counter()
+    for kind, name, piece in map(unpacked, pieces):
+        received[kind] += len(piece.sample)
+        if kind == NODES:
+            piece = piece.expanded()
+        {first_kind: firsts, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
+    count_received(received)
+    return firsts, nodes, edges
+
+
 def _one(values, what: str):
     values = list(values)
     if len(values) > 1:
@@ -329,14 +344,7 @@ class AssembleExamples(beam.PTransform):
 
         def process(self, bucket_pieces):
             bucket, pieces = bucket_pieces
-            seeds, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
-            received = collections.Counter()
-            for kind, name, piece in map(unpacked, pieces):
-                received[kind] += len(piece.sample)
-                if kind == NODES:
-                    piece = piece.expanded()
-                {SEEDS: seeds, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
-            count_received(received)
+            seeds, nodes, edges = bucket_parts(pieces, SEEDS)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()

@@ -28,7 +28,6 @@ from sampler import shards
 from sampler.batches import SampleNodes
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.sample.sharded import (
-    EDGES,
     NAMESPACE,
     NODES,
     LookupNodes,
@@ -38,7 +37,7 @@ from sampler.beam.sample.sharded import (
     SizeCounters,
     ToBuckets,
     _one,
-    count_received,
+    bucket_parts,
     edge_pieces,
     encoded_chunk_batches,
 )
@@ -255,14 +254,7 @@ class _AssembleLinks(beam.DoFn):
 
     def process(self, bucket_pieces):
         bucket, pieces = bucket_pieces
-        examples, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
-        received = collections.Counter()
-        for kind, name, piece in map(unpacked, pieces):
-            received[kind] += len(piece.sample)
-            if kind == NODES:
-                piece = piece.expanded()
-            {LINKS: examples, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
-        count_received(received)
+        examples, nodes, edges = bucket_parts(pieces, LINKS)
         counters = collections.Counter()
         chunks = link_sharded.assemble_link_chunks(
             self._graph,
