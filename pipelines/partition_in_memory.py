@@ -19,7 +19,7 @@ from pipelines.reporting import accounting
 from pipelines.runtime.interrupts import check_interrupted, memory_limit_words, process_limit_mb
 from pipelines.runtime.runner import note_output
 from sampler.errors import UserError
-from sampler.io import files, graph_tables
+from sampler.io import graph_tables
 from sampler.partition import in_memory
 from sampler.schema import load_graph
 
@@ -29,9 +29,10 @@ IN_MEMORY = "InMemory"
 # numpy, pyarrow) plus a multiple of the input per format. Measured on the MAG-shaped graph
 # (scripts/bench_partition.py, docs/notes-issue-24.md): peak RSS of lp (the most) 33x its
 # Parquet bytes at 100k and at 1M papers (random: 23x); the same graph takes 3.2x the bytes
-# as CSV and 8.3x as TFRecord. About 10% of room on top.
+# as CSV and 8.3x as TFRecord. About 10% of room on top. A set in BigQuery counts by its read
+# session's estimate of its (uncompressed) bytes, as TFRecord bytes.
 BASE_MB = 300
-PER_INPUT_BYTE = {"parquet": 36.0, "csv": 11.0, "tfrecord": 4.5}
+PER_INPUT_BYTE = {"parquet": 36.0, "csv": 11.0, "tfrecord": 4.5, "bigquery": 4.5}
 
 
 def available_mb() -> tuple[int, str]:
@@ -63,7 +64,7 @@ def estimate_mb(graph) -> int:
     total = 0.0
     for pattern in sorted(patterns):
         for path, fmt in graph_tables.table_files(pattern):
-            total += files.file_size(path) * PER_INPUT_BYTE.get(fmt, 36.0)
+            total += graph_tables.unit_size(path, fmt) * PER_INPUT_BYTE.get(fmt, 36.0)
     return int(BASE_MB + total / (1 << 20))
 
 

@@ -9,7 +9,8 @@ Checks, each reported as PASS or FAIL with one line of detail:
   * the SamplingSpec against the schema (ops, edge sets, sample sizes, weights);
   * every table: its files exist and are not all empty, the format is known, and the
     header (CSV) or columns (Parquet, tf.Example) hold every id column and feature of
-    the schema, and the first --rows rows of up to --max_files files parse;
+    the schema, and the first --rows rows of up to --max_files files parse (a set in
+    BigQuery: its table or query is read through a read session, --max_files streams);
   * the seed table (--input_seeds): same checks for its #id column.
 Only the first rows of each file are read, so it takes seconds even on gs://.
 
@@ -24,7 +25,7 @@ import time
 from pipelines import cli
 from pipelines.toolkit import add_graph_flags, run_tool
 from sampler.errors import UserError
-from sampler.io import files, readers
+from sampler.io import graph_tables, readers
 from sampler.sample.encode import encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
@@ -78,17 +79,22 @@ def first_rows(path: str, fmt: str, id_columns, specs, rows: int) -> int:
     return 0 if table is None else table.num_rows
 
 
-def check_table(pattern: str, id_columns, specs, rows: int, max_files: int):
-    paths = files.expand_files(pattern)
-    fmt = files.guess_format(paths[0])
+def check_table(pattern: str, id_columns, specs, rows: int, max_files: int, where: str = ""):
+    """Parses the first `rows` rows of up to `max_files` files (a set in BigQuery: streams of
+    a read session; `where` names the set)."""
+    units = graph_tables.table_files(pattern, (*id_columns, *sorted(specs)), where)
+    paths = [path for path, _ in units]
+    fmt = units[0][1] if units else "bigquery"
     parsed = 0
-    for path in paths[:max_files]:
-        parsed += first_rows(path, files.guess_format(path), id_columns, specs, rows)
+    for path, unit_fmt in units[:max_files]:
+        parsed += first_rows(path, unit_fmt, id_columns, specs, rows)
+    unit = "stream" if fmt == "bigquery" else "file"
     if parsed == 0:
-        raise UserError(f"table files '{pattern}': no rows in the first {max_files} files")
+        what = graph_tables.display(pattern) if unit == "stream" else f"table files '{pattern}'"
+        raise UserError(f"{what}: no rows in the first {max_files} {unit}s")
     columns = ", ".join([*id_columns, *sorted(specs)])
     checked = f"{min(len(paths), max_files)} of {len(paths)}" if len(paths) > max_files else ""
-    files_text = f"{len(paths)} file{'s' if len(paths) > 1 else ''}"
+    files_text = f"{len(paths)} {unit}{'s' if len(paths) > 1 else ''}"
     if checked:
         files_text += f" ({checked} read)"
     return f"{fmt}, {files_text}, {parsed} rows parsed ({columns})", None
@@ -143,7 +149,12 @@ def main_body(argv) -> int:
                 report.check(
                     f"node set {name}",
                     lambda info=info: check_table(
-                        info.filename, ("#id",), info.features, args.rows, args.max_files
+                        info.filename,
+                        ("#id",),
+                        info.features,
+                        args.rows,
+                        args.max_files,
+                        f"node set '{info.name}'",
                     ),
                 )
         for name, info in graph.edge_sets.items():
@@ -157,7 +168,12 @@ def main_body(argv) -> int:
             report.check(
                 label,
                 lambda info=info: check_table(
-                    info.filename, ("#source", "#target"), info.features, args.rows, args.max_files
+                    info.filename,
+                    ("#source", "#target"),
+                    info.features,
+                    args.rows,
+                    args.max_files,
+                    f"edge set '{info.name}'",
                 ),
             )
     else:

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec, feature_specs
-from sampler.io import files
+from sampler.io import bigquery_source, files
 from sampler.io.files import resolve_pattern
 from sampler.protos import graph_schema_pb2
 
@@ -23,7 +23,7 @@ SCHEMA_FILENAMES = ("graph_schema.pbtxt", "schema.pbtxt")
 class NodeSetInfo:
     name: str
     features: dict[str, FeatureSpec]
-    filename: str | None  # resolved pattern, or None for a latent node set
+    filename: str | None  # resolved pattern, a BigQuery source, or None for a latent node set
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,7 +32,7 @@ class EdgeSetInfo:
     source: str
     target: str
     features: dict[str, FeatureSpec]
-    filename: str  # resolved pattern
+    filename: str  # resolved pattern, or a BigQuery source (sampler.io.bigquery_source)
     reversed: bool  # read the table with #source and #target swapped
 
 
@@ -94,6 +94,15 @@ def parse_pbtxt(path: str, message):
         raise UserError(f"{path}:{e}") from e
 
 
+def _table(metadata, schema_dir: str, where: str, features, id_columns) -> str | None:
+    """A set's table: its files' resolved pattern, its BigQuery source name, or None."""
+    if metadata.HasField("bigquery"):
+        if metadata.filename:
+            raise UserError(f"{where}: metadata names both a filename and a bigquery table")
+        return bigquery_source.from_metadata(metadata.bigquery, where, features, id_columns)
+    return resolve_pattern(metadata.filename, schema_dir) if metadata.filename else None
+
+
 EDGE_TYPES = ("reversed",)  # the values of metadata.extra "edge_type" this project reads
 
 
@@ -119,10 +128,8 @@ def load_graph(path: str) -> GraphInfo:
     for name in sorted(schema.node_sets):
         ns = schema.node_sets[name]
         where = f"{schema_path}: node set '{name}'"
-        filename = (
-            resolve_pattern(ns.metadata.filename, schema_dir) if ns.metadata.filename else None
-        )
         features = feature_specs(ns.features, where)
+        filename = _table(ns.metadata, schema_dir, where, features, ("#id",))
         if filename is None and features:
             raise UserError(f"{where} has features but no metadata.filename to read them from")
         if "#id" in features:
@@ -135,15 +142,11 @@ def load_graph(path: str) -> GraphInfo:
         for end in ("source", "target"):
             if getattr(es, end) not in node_sets:
                 raise UserError(f"{where}: {end} '{getattr(es, end)}' is not a node set")
-        if not es.metadata.filename:
+        if not es.metadata.filename and not es.metadata.HasField("bigquery"):
             raise UserError(f"{where} has no metadata.filename")
         features = feature_specs(es.features, where)
+        filename = _table(es.metadata, schema_dir, where, features, ("#source", "#target"))
         edge_sets[name] = EdgeSetInfo(
-            name,
-            es.source,
-            es.target,
-            features,
-            resolve_pattern(es.metadata.filename, schema_dir),
-            _is_reversed(es, where),
+            name, es.source, es.target, features, filename, _is_reversed(es, where)
         )
     return GraphInfo(schema, schema_path, node_sets, edge_sets)

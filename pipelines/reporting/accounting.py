@@ -27,8 +27,8 @@ import time
 
 from pipelines.outputs import input_checks, output_lock
 from sampler.errors import UserError
+from sampler.io import bigquery_source, gcs
 from sampler.io import files as io_files
-from sampler.io import gcs
 from sampler.io.files import has_scheme
 
 # apache_beam is imported where a Beam transform is built (write_bad_records, ...) only: a run
@@ -68,6 +68,7 @@ def input_patterns(graph, *extra_inputs: str | None) -> list[str]:
     (the spec, the seeds); the schema is an input file (input_files)."""
     patterns = [info.filename for info in graph.node_sets.values() if info.filename]
     patterns += [info.filename for info in graph.edge_sets.values()]
+    patterns = [p for p in patterns if not bigquery_source.is_source(p)]  # no file to keep safe
     return patterns + [p for p in extra_inputs if p]
 
 

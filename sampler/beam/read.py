@@ -76,7 +76,7 @@ class ReadNodeSet(beam.PTransform):
         super().__init__()
         self._info = info
         self._max_bad = max_bad_records
-        self._files = graph_tables.table_files(info.filename)
+        self._files = graph_tables.set_files(info)
 
     class _ReadFile(_ReadTable):
         def __init__(self, info: NodeSetInfo, max_bad_records: int):
@@ -108,7 +108,7 @@ class ReadEdgeSet(beam.PTransform):
         self._info = info
         self._max_bad = max_bad_records
         self._ends = graph_tables.latent_ends(graph, info)
-        self._files = graph_tables.table_files(info.filename)
+        self._files = graph_tables.set_files(info)
 
     class _ReadFile(_ReadTable):
         def __init__(self, info: EdgeSetInfo, ends: dict[str, str], max_bad_records: int):

@@ -15,14 +15,47 @@ import pyarrow.compute as pc
 from sampler import ids
 from sampler.arrays import sorted_unique_index
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
-from sampler.io import files, parquet_reader, readers
+from sampler.io import bigquery_source, files, parquet_reader, readers
 from sampler.node_table import FingerprintCollision
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
 
 
-def table_files(pattern: str) -> list[tuple[str, str]]:
-    """(path, format) of every file of a table; UserError when missing or empty."""
+def table_files(
+    pattern: str, columns: tuple[str, ...] | None = None, where: str = ""
+) -> list[tuple[str, str]]:
+    """(path, format) of every file of a table; UserError when missing or empty.
+
+    A set in BigQuery (`pattern` a bigquery_source name): (stream, "bigquery") of each stream
+    of a read session with the canonical `columns` (None: all), `where` ("node set 'paper'")
+    naming the set in its messages; readers.read_table reads a stream as it reads a file.
+    """
+    if bigquery_source.is_source(pattern):
+        from sampler.io import bigquery_reader
+
+        return bigquery_reader.stream_units(pattern, columns, where)
     return [(path, files.guess_format(path)) for path in files.expand_files(pattern)]
+
+
+def set_files(info: NodeSetInfo | EdgeSetInfo) -> list[tuple[str, str]]:
+    """table_files of a node or edge set: its streams carry its columns and name."""
+    if isinstance(info, NodeSetInfo):
+        return table_files(info.filename, ("#id", *info.features), f"node set '{info.name}'")
+    columns = ("#source", "#target", *info.features)
+    return table_files(info.filename, columns, f"edge set '{info.name}'")
+
+
+def display(pattern: str) -> str:
+    """A table for messages: its file pattern, or 'BigQuery table p.d.t' / 'BigQuery query ...'."""
+    return bigquery_source.describe(pattern) if bigquery_source.is_source(pattern) else pattern
+
+
+def unit_size(path: str, fmt: str) -> int:
+    """Bytes of one of table_files: a file's size, or a stream's share of its session's."""
+    if fmt == bigquery_source.UNIT_FORMAT:
+        from sampler.io import bigquery_reader
+
+        return bigquery_reader.unit_bytes(path)
+    return files.file_size(path)
 
 
 def read_node_file(
@@ -76,9 +109,9 @@ def graph_files(graph: GraphInfo) -> list[tuple[str, str, str, str]]:
     out = []
     for name, info in graph.node_sets.items():
         if info.filename:
-            out += [("node", name, *f) for f in table_files(info.filename)]
+            out += [("node", name, *f) for f in set_files(info)]
     for name, info in graph.edge_sets.items():
-        out += [("edge", name, *f) for f in table_files(info.filename)]
+        out += [("edge", name, *f) for f in set_files(info)]
     return out
 
 
@@ -143,6 +176,10 @@ TFRECORD_BYTES_PER_BYTE = {
     ("csv", "features"): 0.35,
     ("csv", "ids"): 5.0,
     ("parquet", "features"): 1.2,
+    # A BigQuery read session's estimate of its bytes (BigQuery's own row sizes: 8 bytes a
+    # number, 2 + length a string), measured on the same graph through the emulator.
+    ("bigquery", "features"): 0.6,
+    ("bigquery", "ids"): 1.5,
 }
 # Parquet compresses ids by 3-22x depending on the data (generated MAG edge tables), so a
 # Parquet table of ids is sized by its rows (the file's footer) at the TFRecord bytes of an
@@ -154,10 +191,15 @@ TFRECORD_BYTES_PER_ID_ROW = 64
 FOOTERS_READ = 16
 
 
-def _tfrecord_bytes(pattern: str, kind: str) -> float:
+def _tfrecord_bytes(pattern: str, kind: str, columns: tuple[str, ...] | None = None) -> float:
     """A table's size as the TFRecord bytes of its rows (TFRECORD_BYTES_PER_BYTE). A Parquet
     table of ids: by its rows, read in the footers of up to FOOTERS_READ files and scaled by
-    bytes to the others (a file that is not Parquet counts by its bytes; the read reports it)."""
+    bytes to the others (a file that is not Parquet counts by its bytes; the read reports it).
+    A set in BigQuery: by the bytes its read session (of `columns`) estimates."""
+    if bigquery_source.is_source(pattern):
+        units = table_files(pattern, columns)
+        size = sum(unit_size(path, fmt) for path, fmt in units)
+        return size * TFRECORD_BYTES_PER_BYTE[bigquery_source.UNIT_FORMAT, kind]
     tables = [(path, fmt, files.file_size(path)) for path, fmt in table_files(pattern)]
     by_rows = [(path, size) for path, fmt, size in tables if fmt == "parquet" and kind == "ids"]
     footers = [(size, parquet_reader.parquet_rows(path)) for path, size in by_rows[:FOOTERS_READ]]
@@ -190,10 +232,13 @@ def size_estimates(graph: GraphInfo) -> tuple[int, int]:
         width = sum(
             spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
         )
-        size = _tfrecord_bytes(info.filename, "features" if width else "ids")
+        columns = ("#id", *info.features)
+        size = _tfrecord_bytes(info.filename, "features" if width else "ids", columns)
         whole += size
         features += size * width / (width + ID_BYTES)
     edge_sets = {info.filename: info for info in graph.edge_sets.values()}
     for pattern in sorted(edge_sets):
-        whole += _tfrecord_bytes(pattern, "features" if edge_sets[pattern].features else "ids")
+        specs = edge_sets[pattern].features
+        columns = ("#source", "#target", *specs)
+        whole += _tfrecord_bytes(pattern, "features" if specs else "ids", columns)
     return int(whole), int(whole - features)

@@ -53,39 +53,65 @@ def read_parquet(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Tab
                 raise UserError(
                     f"{path}: missing column '{name}' (the file has {file_schema.names})"
                 )
-        start = 0
         batches = parquet.iter_batches(batch_size=batch_rows, columns=list(schema.names))
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except (pa.ArrowException, OSError, ValueError) as e:
-                raise UserError(f"{path}: corrupt Parquet data ({first_line(e)})") from e
-            if batch.num_rows == 0:
-                continue
-            bad: dict[int, str] = {}
+        yield from canonical_tables(
+            path, _parquet_batches(path, batches), id_columns, specs, report
+        )
+
+
+def _parquet_batches(path: str, batches) -> Iterator[pa.RecordBatch]:
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise UserError(f"{path}: corrupt Parquet data ({first_line(e)})") from e
+        yield batch
+
+
+def check_column_types(path: str, schema: pa.Schema, id_columns, specs) -> None:
+    """UserError (naming `path`) for a column of `schema` whose type cannot hold its id or
+    feature, as canonical_tables would raise at the first batch."""
+    for name in [*id_columns, *specs]:
+        column = pa.array([], schema.field(name).type)
+        _parquet_problems(path, name, column, None if name in id_columns else specs[name])
+
+
+def canonical_tables(
+    path: str, batches, id_columns, specs, report, first_row: int = 1
+) -> Iterator[pa.Table]:
+    """Arrow record batches holding at least the asked columns (ids as integers or strings,
+    numbers of any width, vectors as lists) -> canonical tables (sampler.io.readers). Bad rows
+    go to `report` as BadRecords of `path`, numbered from `first_row`; columns whose type
+    cannot hold their id or feature raise UserError. Shared by Parquet files and BigQuery."""
+    schema = arrow_schema(id_columns, specs)
+    start = first_row - 1
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        bad: dict[int, str] = {}
+        for name in schema.names:
+            spec = None if name in id_columns else specs[name]
+            for index, reason in _parquet_problems(path, name, batch.column(name), spec):
+                bad.setdefault(index, f"column '{name}': {reason}")
+        rows = batch.num_rows
+        if bad:
+            for index in sorted(bad):
+                report(BadRecord(path, start + index + 1, bad[index]))
+            keep = np.ones(rows, dtype=bool)
+            keep[sorted(bad)] = False
+            batch = batch.filter(pa.array(keep))
+        if batch.num_rows:
+            arrays = []
             for name in schema.names:
-                spec = None if name in id_columns else specs[name]
-                for index, reason in _parquet_problems(path, name, batch.column(name), spec):
-                    bad.setdefault(index, f"column '{name}': {reason}")
-            rows = batch.num_rows
-            if bad:
-                for index in sorted(bad):
-                    report(BadRecord(path, start + index + 1, bad[index]))
-                keep = np.ones(rows, dtype=bool)
-                keep[sorted(bad)] = False
-                batch = batch.filter(pa.array(keep))
-            if batch.num_rows:
-                arrays = []
-                for name in schema.names:
-                    column = batch.column(name)
-                    if name in id_columns:
-                        arrays.append(_parquet_ids(path, name, column, start))
-                    else:
-                        arrays.append(_parquet_feature(path, name, column, specs[name], start))
-                yield pa.Table.from_arrays(arrays, schema=schema)
-            start += rows
+                column = batch.column(name)
+                if name in id_columns:
+                    arrays.append(_parquet_ids(path, name, column, start))
+                else:
+                    arrays.append(_parquet_feature(path, name, column, specs[name], start))
+            yield pa.Table.from_arrays(arrays, schema=schema)
+        start += rows
 
 
 def _parquet_problems(path, name, column: pa.Array, spec) -> list[tuple[int, str]]:

@@ -26,7 +26,8 @@ Two kinds of user mistakes:
     the row (CSV/Parquet: 1-based data row; TFRecord: 0-based record index) and the reason.
     Without `on_bad` the first one raises UserError (its `message()`); with `on_bad` every
     bad row is passed to it and skipped, and the good rows are yielded.
-The formats live in csv_reader, tfrecord_reader and parquet_reader. Files are opened through
+The formats live in csv_reader, tfrecord_reader and parquet_reader; a set in BigQuery is read
+by the stream (bigquery_reader, the Parquet reader's checks on its Arrow batches). Files are opened through
 `sampler.io.files` (Beam's `FileSystems`), so `gs://` paths work. Nothing here unpickles.
 """
 
@@ -38,6 +39,7 @@ import pyarrow as pa
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
+from sampler.io.bigquery_source import UNIT_FORMAT
 from sampler.io.csv_reader import read_csv
 from sampler.io.files import check_format
 from sampler.io.parquet_reader import read_parquet
@@ -79,8 +81,9 @@ def read_table(
     """Yields the rows of one table file as canonical Arrow tables of at most `batch_rows` rows.
 
     Bad rows go to `on_bad` and are skipped; without it the first one raises UserError.
+    `fmt` "bigquery": `path` is a stream of a BigQuery read session (graph_tables.table_files).
     """
-    fmt = check_format(fmt)
+    fmt = UNIT_FORMAT if fmt == UNIT_FORMAT else check_format(fmt)
     if int(batch_rows) < 1:
         raise UserError(f"{path}: batch_rows must be at least 1, not {batch_rows}")
     id_columns = tuple(id_columns)
@@ -91,7 +94,12 @@ def read_table(
     twice = next((name for name in names if names.count(name) > 1), None)
     if twice is not None:
         raise UserError(f"{path}: column '{twice}' is asked for twice")
-    reader = {"csv": read_csv, "tfrecord": read_tfrecord, "parquet": read_parquet}[fmt]
+    if fmt == UNIT_FORMAT:  # a set in BigQuery: one stream of its read session
+        from sampler.io import bigquery_reader
+
+        reader = bigquery_reader.read_unit
+    else:
+        reader = {"csv": read_csv, "tfrecord": read_tfrecord, "parquet": read_parquet}[fmt]
     yield from reader(path, id_columns, specs, int(batch_rows), _reporter(on_bad))
 
 

@@ -89,10 +89,10 @@ def read_graph(
         (name, *f)
         for name in types.ntypes
         if graph.node_sets[name].filename
-        for f in graph_tables.table_files(graph.node_sets[name].filename)
+        for f in graph_tables.set_files(graph.node_sets[name])
     ]
     for etype, (_, name, _) in enumerate(types.etypes):
-        files += [(etype, *f) for f in graph_tables.table_files(graph.edge_sets[name].filename)]
+        files += [(etype, *f) for f in graph_tables.set_files(graph.edge_sets[name])]
 
     def read(file) -> tuple[list, list]:
         """(pieces, bad rows) of one file: the files are read side by side on threads, and

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from sampler import ids
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
-from sampler.io import files, readers
+from sampler.io import bigquery_source, files, graph_tables, readers
 from sampler.schema import GraphInfo, read_text
 
 STATS_VERSION = 1
@@ -236,6 +236,11 @@ def graph_signature(graph: GraphInfo) -> dict:
     """Schema text hash plus (path, size, mtime) of every table file: changes when they do."""
     tables = {}
     for pattern in _table_patterns(graph):
+        if bigquery_source.is_source(pattern):  # a set in BigQuery: its table's version
+            from sampler.io import bigquery_reader
+
+            tables[pattern] = bigquery_reader.signature(pattern)
+            continue
         entries = files.stat_files(files.expand_files(pattern))
         tables[pattern] = sorted([path, size, mtime] for path, size, mtime in entries)
     schema_hash = hashlib.sha256(read_text(graph.schema_path).encode()).hexdigest()
@@ -294,8 +299,7 @@ def value_bytes(column, spec: FeatureSpec) -> float:
 def _feature_costs(pattern: str, specs: dict[str, FeatureSpec], id_columns) -> dict[str, float]:
     if not specs:
         return {}
-    path = files.expand_files(pattern)[0]
-    fmt = files.guess_format(path)
+    path, fmt = graph_tables.table_files(pattern, (*id_columns, *specs))[0]
     for table in readers.read_table(path, fmt, id_columns, specs, FEATURE_SAMPLE_ROWS):
         return {name: value_bytes(table.column(name), spec) for name, spec in specs.items()}
     return {name: 4.0 * spec.width if spec.kind == "float" else 0.0 for name, spec in specs.items()}
@@ -331,10 +335,9 @@ def compute_degree_stats(
         for column in ("#source", "#target"):
             column_counts[(pattern, column)] = _Counts()
         rows = 0
-        for path in files.expand_files(pattern):
-            for table in readers.read_table(
-                path, files.guess_format(path), ("#source", "#target"), {}
-            ):
+        where = f"edge set '{users[0].name}'"
+        for path, fmt in graph_tables.table_files(pattern, ("#source", "#target"), where):
+            for table in readers.read_table(path, fmt, ("#source", "#target"), {}):
                 for column in ("#source", "#target"):
                     col = table.column(column).combine_chunks()
                     fps = ids.fingerprint(col)
@@ -353,7 +356,7 @@ def compute_degree_stats(
                     acc[0] += total
                     acc[1] += count
                 rows += table.num_rows
-                report(pattern, rows)
+                report(graph_tables.display(pattern), rows)
         edge_rows[pattern] = rows
 
     # Node tables: distinct ids.
@@ -363,8 +366,8 @@ def compute_degree_stats(
             continue
         counts = _Counts()
         rows = 0
-        for path in files.expand_files(info.filename):
-            for column in readers.read_ids(path, files.guess_format(path)):
+        for path, fmt in graph_tables.table_files(info.filename, ("#id",), f"node set '{name}'"):
+            for column in readers.read_ids(path, fmt):
                 fps = ids.fingerprint(column)
                 counts.add(fps)
                 pools[name].add(fps, column)
@@ -372,7 +375,7 @@ def compute_degree_stats(
                 id_length[name][0] += total
                 id_length[name][1] += count
                 rows += len(column)
-                report(info.filename, rows)
+                report(graph_tables.display(info.filename), rows)
         node_keys[name] = counts.result()[0]
 
     def degrees(edge_set: str, end: str) -> tuple[np.ndarray, np.ndarray]:

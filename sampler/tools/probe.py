@@ -73,12 +73,13 @@ def _out_edges(
             if name in weighted:
                 specs[WEIGHT_FEATURE] = info.features[WEIGHT_FEATURE]
         rows = 0
-        for path, fmt in graph_tables.table_files(pattern):
+        columns = ("#source", "#target", *specs)
+        for path, fmt in graph_tables.table_files(pattern, columns, f"edge set '{users[0]}'"):
             info = graph.edge_sets[users[0]]
             reader_info = dataclasses.replace(info, features=specs, reversed=False)
             for batch, _ in graph_tables.read_edge_file(path, fmt, reader_info):
                 rows += len(batch)
-                progress(pattern, rows)
+                progress(graph_tables.display(pattern), rows)
                 for name in users:
                     reversed_ = graph.edge_sets[name].reversed
                     src, dst = (batch.dst, batch.src) if reversed_ else (batch.src, batch.dst)
@@ -162,7 +163,9 @@ def probe_pairs(graph, plan, input_seeds: str | None, count: int, progress=None)
         info = graph.edge_sets[plan.link.edge_set]
         batches = (
             (batch.src, batch.dst)
-            for path, fmt in graph_tables.table_files(info.filename)
+            for path, fmt in graph_tables.table_files(
+                info.filename, ("#source", "#target"), f"edge set '{info.name}'"
+            )
             for batch, _ in graph_tables.read_edge_file(
                 path, fmt, dataclasses.replace(info, features={})
             )
@@ -176,7 +179,8 @@ def probe_pairs(graph, plan, input_seeds: str | None, count: int, progress=None)
         keep = np.argsort(keys, kind="stable")[:count]
         keys, source, target = keys[keep], source[keep], target[keep]
         if progress is not None:
-            progress(input_seeds or graph.edge_sets[plan.link.edge_set].filename, rows)
+            table = graph_tables.display(graph.edge_sets[plan.link.edge_set].filename)
+            progress(input_seeds or table, rows)
     return source, target, rows
 
 

@@ -1,0 +1,227 @@
+"""The BigQuery clients of a process: the real service, or an emulator; faults as one line.
+
+* **Service.** Without an emulator, the clients are google-cloud-bigquery's (jobs, tables:
+  REST) and google-cloud-bigquery-storage's (the Storage Read API: gRPC), with the user's
+  application default credentials (`gcloud auth application-default login`, a key file named
+  by GOOGLE_APPLICATION_CREDENTIALS, or a Dataflow worker's service account). Missing
+  credentials are one line that says how to log in.
+* **Emulator.** `BEAM_GRAPH_BIGQUERY_EMULATOR_HOST=REST_HOST:PORT,GRPC_HOST:PORT` (say
+  `127.0.0.1:9050,127.0.0.1:9060` for `bqemulator start`) sends both clients to a BigQuery
+  emulator instead: no credentials, plain HTTP and an insecure gRPC channel. It is read here
+  only (`emulator_hosts`), when a client is made, so it reaches the local SDK worker processes,
+  which inherit the environment. The same code reads from either.
+* **Project.** The project that runs the jobs and read sessions (and is billed) is
+  GOOGLE_CLOUD_PROJECT when set, else the credentials' project (gcloud's default project);
+  a table_spec without a project reads from that project too.
+* **Retries.** A lost connection or a server error that may pass (unavailable, internal, rate
+  limited) is retried for `BEAM_GRAPH_GCS_RETRY_S` seconds (default 30; the same bound as for
+  gs://, sampler.io.gcs) per outage, then reported as one line naming the set and the table.
+
+`fault(error, label)` turns any error of these clients into that one line (a UserError).
+Google's libraries are imported on first use only: reading files never loads them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from sampler.errors import UserError
+from sampler.io import gcs
+
+EMULATOR_ENV = "BEAM_GRAPH_BIGQUERY_EMULATOR_HOST"
+PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
+SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+LOGIN_HINT = (
+    "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS "
+    "to a service account key file"
+)
+
+_LOCK = threading.RLock()  # a client is made under it, after its credentials
+_CLIENTS: dict = {}  # (kind, pid) -> client: a forked process makes its own
+
+
+def emulator_hosts() -> tuple[str, str] | None:
+    """(REST address, gRPC address) of the emulator named by EMULATOR_ENV, else None."""
+    value = os.environ.get(EMULATOR_ENV, "").strip()
+    if not value:
+        return None
+    parts = [p.strip().removeprefix("http://") for p in value.split(",")]
+    if len(parts) != 2 or not all(":" in p for p in parts):
+        raise UserError(
+            f"{EMULATOR_ENV}={value!r}: expected REST_HOST:PORT,GRPC_HOST:PORT "
+            "(e.g. 127.0.0.1:9050,127.0.0.1:9060)"
+        )
+    return parts[0], parts[1]
+
+
+def where() -> str:
+    """The BigQuery a process talks to, for messages."""
+    hosts = emulator_hosts()
+    return f"the BigQuery emulator at {','.join(hosts)}" if hosts else "BigQuery"
+
+
+def _credentials():
+    """(credentials, their project or None)."""
+    if emulator_hosts():
+        from google.auth.credentials import AnonymousCredentials
+
+        return AnonymousCredentials(), None
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        return google.auth.default(scopes=list(SCOPES))
+    except DefaultCredentialsError as e:
+        reason = str(e).split(". ")[0].rstrip(".") or "not found"
+        raise UserError(
+            f"no Google Cloud credentials for BigQuery ({reason}): {LOGIN_HINT}"
+        ) from None
+
+
+def project() -> str:
+    """The project that runs the jobs and read sessions (see the module docstring)."""
+    named = os.environ.get(PROJECT_ENV, "").strip()
+    if named:
+        return named
+    _, found = _cached("credentials", _credentials)
+    if not found:
+        raise UserError(
+            f"no Google Cloud project for BigQuery: set {PROJECT_ENV}, or a default project "
+            "(`gcloud config set project PROJECT`), or the table_spec's project"
+        )
+    return found
+
+
+def _cached(kind: str, make):
+    key = (kind, os.getpid())
+    with _LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = make()
+        return _CLIENTS[key]
+
+
+def rest_client():
+    """google.cloud.bigquery.Client for jobs and tables (one per process)."""
+
+    def make():
+        from google.cloud import bigquery
+
+        credentials, _ = _cached("credentials", _credentials)
+        hosts = emulator_hosts()
+        if hosts is None:
+            return bigquery.Client(project=project(), credentials=credentials)
+        from google.api_core.client_options import ClientOptions
+
+        return bigquery.Client(
+            project=project(),
+            credentials=credentials,
+            client_options=ClientOptions(api_endpoint=f"http://{hosts[0]}"),
+        )
+
+    return _cached("rest", make)
+
+
+def read_client():
+    """The Storage Read API's client (the generated one: plain ReadRowsResponse messages)."""
+
+    def make():
+        from google.cloud.bigquery_storage_v1.services.big_query_read import (
+            BigQueryReadClient,
+        )
+        from google.cloud.bigquery_storage_v1.services.big_query_read.transports import (
+            BigQueryReadGrpcTransport,
+        )
+
+        hosts = emulator_hosts()
+        options = [("grpc.max_receive_message_length", -1)]
+        if hosts is None:
+            credentials, _ = _cached("credentials", _credentials)
+            channel = BigQueryReadGrpcTransport.create_channel(
+                credentials=credentials, scopes=list(SCOPES), options=options
+            )
+        else:
+            import grpc
+
+            # An emulator speaks plain gRPC: with TLS (an api_endpoint alone) the handshakes hang.
+            channel = grpc.insecure_channel(hosts[1], options=options)
+        return BigQueryReadClient(transport=BigQueryReadGrpcTransport(channel=channel))
+
+    return _cached("read", make)
+
+
+# --------------------------------------------------------------------------- retries
+
+_TRANSIENT_REASONS = {"rateLimitExceeded", "backendError", "internalError", "badGateway"}
+
+
+def transient(error: BaseException) -> bool:
+    """Whether a call that failed with `error` may pass when tried again."""
+    from google.api_core import exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(
+        error,
+        (
+            exceptions.ServiceUnavailable,
+            exceptions.InternalServerError,
+            exceptions.TooManyRequests,
+            exceptions.BadGateway,
+            exceptions.GatewayTimeout,
+            exceptions.DeadlineExceeded,
+            exceptions.Aborted,
+            auth_exceptions.TransportError,
+            ConnectionError,
+        ),
+    ):
+        return True
+    errors = getattr(error, "errors", None) or []
+    if errors and isinstance(errors[0], dict) and errors[0].get("reason") in _TRANSIENT_REASONS:
+        return True
+    import requests
+
+    return isinstance(error, (requests.ConnectionError, requests.Timeout)) and not isinstance(
+        error, requests.exceptions.SSLError
+    )
+
+
+def retry():
+    """google.api_core's Retry for one call: transient errors for BEAM_GRAPH_GCS_RETRY_S."""
+    from google.api_core.retry import Retry
+
+    return Retry(predicate=transient, initial=0.2, maximum=5.0, timeout=gcs.retry_seconds())
+
+
+# --------------------------------------------------------------------------- one line
+
+
+def fault(error: BaseException, label: str) -> UserError:
+    """One line for a failed BigQuery call: `label` (the set and its table), then the cause."""
+    from google.api_core import exceptions
+
+    if isinstance(error, UserError):
+        return UserError(f"{label}: {error}") if not str(error).startswith(label) else error
+    cause = error
+    if isinstance(error, exceptions.RetryError) and error.cause is not None:
+        cause = error.cause
+    if isinstance(error, exceptions.RetryError) or transient(cause):
+        return UserError(
+            f"{label}: cannot reach {where()}: {_first_line(cause)} (retried for "
+            f"{gcs.retry_seconds():g} s; {gcs.RETRY_ENV} sets how long)"
+        )
+    text = _first_line(cause)
+    if isinstance(cause, (exceptions.Forbidden, exceptions.PermissionDenied)):
+        text += (
+            " (the account needs the BigQuery Data Viewer, BigQuery Read Session User and, for "
+            "a query, BigQuery Job User roles: docs/dataflow.md)"
+        )
+    return UserError(f"{label}: {text}")
+
+
+def _first_line(error: BaseException) -> str:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    code = getattr(error, "code", None)
+    line = " ".join(str(message).split("\n")[0].split())
+    if isinstance(code, int) and not line.startswith(str(code)):
+        line = f"{code} {line}"
+    return line[:400]
