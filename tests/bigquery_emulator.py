@@ -239,3 +239,72 @@ def load_graph(emulator: BigQueryEmulator, graph, dataset: str, out_dir: Path) -
     path = out_dir / "graph_schema.pbtxt"
     path.write_text(text_format.MessageToString(schema))
     return str(path)
+
+
+class CuttingProxy:
+    """A TCP proxy on a free loopback port in front of `port` that, once more than `cut_after`
+    bytes went from the server to its clients, closes every connection and refuses the next
+    ones (closes them at once): the server lost in the middle of a read, as a client sees it."""
+
+    def __init__(self, port: int, cut_after: int):
+        import socket
+        import threading
+
+        self.port = free_port()
+        self._target = port
+        self._cut_after = cut_after
+        self._sent = 0
+        self.cut = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list = []
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.cut.is_set():
+                client.close()
+                continue
+            server = socket.create_connection(("127.0.0.1", self._target))
+            with self._lock:
+                self._sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source, sink, counted: bool) -> None:
+        try:
+            while not self.cut.is_set():
+                data = source.recv(1 << 16)
+                if not data:
+                    break
+                if counted:
+                    with self._lock:
+                        self._sent += len(data)
+                        over = self._sent > self._cut_after
+                    if over:
+                        self._cut()
+                        return
+                sink.sendall(data)
+        except OSError:
+            pass
+
+    def _cut(self) -> None:
+        import socket
+
+        self.cut.set()
+        with self._lock:
+            for s in self._sockets:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+
+    def close(self) -> None:
+        self._cut()
+        self._listener.close()

@@ -66,3 +66,18 @@ def gcs_emulator():
         yield emulator
     finally:
         emulator.close()
+
+
+@pytest.fixture(scope="session")
+def bigquery_emulator():
+    """A real BigQuery API server (bqemulator: REST and the Storage Read API) on free loopback
+    ports, started once per test process and stopped at its end (tests/bigquery_emulator.py).
+    Tests point the code under test at it with BEAM_GRAPH_BIGQUERY_EMULATOR_HOST = `.hosts`
+    (and GOOGLE_CLOUD_PROJECT), and load tables under dataset names of their own."""
+    from tests.bigquery_emulator import BigQueryEmulator
+
+    emulator = BigQueryEmulator().start()
+    try:
+        yield emulator
+    finally:
+        emulator.close()

@@ -24,7 +24,9 @@ Google's libraries are imported on first use only: reading files never loads the
 from __future__ import annotations
 
 import os
+import re
 import threading
+import time
 
 from sampler.errors import UserError
 from sampler.io import gcs
@@ -38,7 +40,7 @@ LOGIN_HINT = (
 )
 
 _LOCK = threading.RLock()  # a client is made under it, after its credentials
-_CLIENTS: dict = {}  # (kind, pid) -> client: a forked process makes its own
+_CLIENTS: dict = {}  # (kind, pid, emulator) -> client: a forked process makes its own
 
 
 def emulator_hosts() -> tuple[str, str] | None:
@@ -94,7 +96,7 @@ def project() -> str:
 
 
 def _cached(kind: str, make):
-    key = (kind, os.getpid())
+    key = (kind, os.getpid(), os.environ.get(EMULATOR_ENV, ""))
     with _LOCK:
         if key not in _CLIENTS:
             _CLIENTS[key] = make()
@@ -185,11 +187,34 @@ def transient(error: BaseException) -> bool:
     )
 
 
+_OUTAGE = {"start": None}  # when this process's calls began to fail, until one succeeds
+
+
+def in_outage_budget(error: BaseException) -> bool:
+    """Whether a call that failed with the transient `error` may be tried again: until this
+    process has seen calls fail for BEAM_GRAPH_GCS_RETRY_S without one succeeding (one outage
+    is retried that long in all, not per call: a read of many streams would wait again for
+    each)."""
+    now = time.monotonic()
+    with _LOCK:
+        if _OUTAGE["start"] is None:
+            _OUTAGE["start"] = now
+        return now - _OUTAGE["start"] < gcs.retry_seconds()
+
+
+def succeeded() -> None:
+    """A call got an answer: the outage, if any, is over."""
+    _OUTAGE["start"] = None
+
+
 def retry():
-    """google.api_core's Retry for one call: transient errors for BEAM_GRAPH_GCS_RETRY_S."""
+    """google.api_core's Retry for one call: transient errors, within the outage budget."""
     from google.api_core.retry import Retry
 
-    return Retry(predicate=transient, initial=0.2, maximum=5.0, timeout=gcs.retry_seconds())
+    def predicate(error: BaseException) -> bool:
+        return transient(error) and in_outage_budget(error)
+
+    return Retry(predicate=predicate, initial=0.2, maximum=5.0, timeout=gcs.retry_seconds())
 
 
 # --------------------------------------------------------------------------- one line
@@ -218,10 +243,13 @@ def fault(error: BaseException, label: str) -> UserError:
     return UserError(f"{label}: {text}")
 
 
+_REQUEST = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ")  # a REST error's request
+
+
 def _first_line(error: BaseException) -> str:
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     code = getattr(error, "code", None)
-    line = " ".join(str(message).split("\n")[0].split())
+    line = _REQUEST.sub("", " ".join(str(message).split("\n")[0].split()))
     if isinstance(code, int) and not line.startswith(str(code)):
         line = f"{code} {line}"
     return line[:400]

@@ -20,8 +20,8 @@ The Storage Read API reads tables only, and the table of a query's own result is
 on every server (an emulator keeps it in memory).
 
 Rows: a stream's rows are numbered from 1 within the stream (`..., stream K: row N`); BigQuery
-gives its rows no fixed order, so a dead letter names its stream. Sessions are made once per
-process per (source, columns) and last 6 hours on BigQuery.
+gives its rows no fixed order, so a dead letter names its stream. A session is made once per
+(source, columns) for REUSE_S seconds in a process, and lasts 6 hours on BigQuery.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import pyarrow as pa
 
 from sampler.errors import UserError
 from sampler.io import bigquery_client as clients
-from sampler.io import gcs
 from sampler.io.bigquery_source import ID_COLUMNS, UNIT_FORMAT, BigQuerySource, parse
 from sampler.io.parquet_reader import canonical_tables, check_column_types
 
@@ -48,8 +47,11 @@ TEMP_DATASET = "beam_graph_sampler_tmp"  # + "_<location>": where query results 
 RESULT_LIFETIME_DAYS = 1  # a query's result table expires then, if its process could not delete it
 
 _LOCK = threading.Lock()
-_SESSIONS: dict = {}  # (source name, columns) -> (session name, schema bytes, streams, bytes)
-_RESULTS: dict = {}  # sql -> (project, dataset, table) of its result in this process
+# Reused for REUSE_S, so that one run (its size estimates, then its read) makes one session
+# and runs a query once, and a later run in the same process sees the table as it is then.
+REUSE_S = 600.0
+_SESSIONS: dict = {}  # (source name, columns) -> (time, (session, schema bytes, streams, bytes))
+_RESULTS: dict = {}  # sql -> (time, (project, dataset, table)) of its result in this process
 _MADE: list = []  # result tables this process made (deleted at exit)
 
 
@@ -69,7 +71,7 @@ def stream_units(name: str, columns: tuple[str, ...] | None, where: str = "") ->
     text = label(source, where)
     key = (name, None if columns is None else tuple(columns))
     with _LOCK:
-        found = _SESSIONS.get(key)
+        found = _recent(_SESSIONS, key)
     if found is None:
         try:
             found = _open_session(source, columns, text)
@@ -80,7 +82,7 @@ def stream_units(name: str, columns: tuple[str, ...] | None, where: str = "") ->
                 raise
             raise clients.fault(e, text) from e
         with _LOCK:
-            found = _SESSIONS.setdefault(key, found)
+            _SESSIONS[key] = (time.monotonic(), found)
     session, schema, streams, total = found
     share = total // max(len(streams), 1)
     schema_text = base64.b64encode(schema).decode()
@@ -93,6 +95,12 @@ def stream_units(name: str, columns: tuple[str, ...] | None, where: str = "") ->
         )
         for i, stream in enumerate(streams)
     ]
+
+
+def _recent(cache: dict, key):
+    """The value cached under `key` if made less than REUSE_S ago, else None."""
+    found = cache.get(key)
+    return found[1] if found is not None and time.monotonic() - found[0] < REUSE_S else None
 
 
 def _is_client_error(error: BaseException) -> bool:
@@ -141,8 +149,9 @@ def _open_session(source: BigQuerySource, columns, text: str):
 def _query_result(sql: str) -> tuple[str, str, str]:
     """(project, dataset, table) holding the result of `sql`, made once per process."""
     with _LOCK:
-        if sql in _RESULTS:
-            return _RESULTS[sql]
+        found = _recent(_RESULTS, sql)
+        if found is not None:
+            return found
     from google.cloud import bigquery
 
     client = clients.rest_client()
@@ -176,7 +185,7 @@ def _query_result(sql: str) -> tuple[str, str, str]:
         _MADE.append((project, dataset, table))
     job.result(retry=clients.retry())
     with _LOCK:
-        _RESULTS[sql] = (project, dataset, table)
+        _RESULTS[sql] = (time.monotonic(), (project, dataset, table))
     return project, dataset, table
 
 
@@ -241,16 +250,18 @@ def read_unit(unit: str, id_columns, specs, batch_rows: int, report) -> Iterator
 
 def _record_batches(stream: str, schema: pa.Schema, text: str) -> Iterator[pa.RecordBatch]:
     """The stream's record batches; a lost connection resumes at the next row (ReadRows'
-    offset) until the outage passes BEAM_GRAPH_GCS_RETRY_S, then one line (a UserError)."""
+    offset) while the process's outage lasts less than BEAM_GRAPH_GCS_RETRY_S
+    (bigquery_client.in_outage_budget), then one line (a UserError)."""
     client = clients.read_client()
-    offset, outage, pause = 0, None, 0.2
+    offset, pause = 0, 0.2
     while True:
         responses = None
         try:
             responses = client.read_rows(read_stream=stream, offset=offset, retry=None)
             for response in responses:
                 data = response.arrow_record_batch.serialized_record_batch
-                outage, pause = None, 0.2
+                clients.succeeded()
+                pause = 0.2
                 if not data:
                     continue
                 batch = pa.ipc.read_record_batch(pa.py_buffer(data), schema)
@@ -263,9 +274,7 @@ def _record_batches(stream: str, schema: pa.Schema, text: str) -> Iterator[pa.Re
         except Exception as e:  # noqa: BLE001 - transient ones are retried, the rest one line
             if not _is_client_error(e):
                 raise
-            now = time.monotonic()
-            outage = now if outage is None else outage
-            if not clients.transient(e) or now - outage >= gcs.retry_seconds():
+            if not clients.transient(e) or not clients.in_outage_budget(e):
                 raise clients.fault(e, text) from e
             time.sleep(pause)
             pause = min(pause * 2, 5.0)

@@ -191,13 +191,16 @@ TFRECORD_BYTES_PER_ID_ROW = 64
 FOOTERS_READ = 16
 
 
-def _tfrecord_bytes(pattern: str, kind: str, columns: tuple[str, ...] | None = None) -> float:
+def _tfrecord_bytes(
+    pattern: str, kind: str, columns: tuple[str, ...] | None = None, where: str = ""
+) -> float:
     """A table's size as the TFRecord bytes of its rows (TFRECORD_BYTES_PER_BYTE). A Parquet
     table of ids: by its rows, read in the footers of up to FOOTERS_READ files and scaled by
     bytes to the others (a file that is not Parquet counts by its bytes; the read reports it).
-    A set in BigQuery: by the bytes its read session (of `columns`) estimates."""
+    A set in BigQuery: by the bytes its read session (of `columns`; `where` names the set)
+    estimates."""
     if bigquery_source.is_source(pattern):
-        units = table_files(pattern, columns)
+        units = table_files(pattern, columns, where)
         size = sum(unit_size(path, fmt) for path, fmt in units)
         return size * TFRECORD_BYTES_PER_BYTE[bigquery_source.UNIT_FORMAT, kind]
     tables = [(path, fmt, files.file_size(path)) for path, fmt in table_files(pattern)]
@@ -233,12 +236,13 @@ def size_estimates(graph: GraphInfo) -> tuple[int, int]:
             spec.width * (4 if spec.kind == "float" else 8) for spec in info.features.values()
         )
         columns = ("#id", *info.features)
-        size = _tfrecord_bytes(info.filename, "features" if width else "ids", columns)
+        where = f"node set '{info.name}'"
+        size = _tfrecord_bytes(info.filename, "features" if width else "ids", columns, where)
         whole += size
         features += size * width / (width + ID_BYTES)
     edge_sets = {info.filename: info for info in graph.edge_sets.values()}
     for pattern in sorted(edge_sets):
-        specs = edge_sets[pattern].features
+        specs, where = edge_sets[pattern].features, f"edge set '{edge_sets[pattern].name}'"
         columns = ("#source", "#target", *specs)
-        whole += _tfrecord_bytes(pattern, "features" if specs else "ids", columns)
+        whole += _tfrecord_bytes(pattern, "features" if specs else "ids", columns, where)
     return int(whole), int(whole - features)

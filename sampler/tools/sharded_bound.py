@@ -109,7 +109,9 @@ def count_seeds(graph, plan, input_seeds: str | None, negatives_per_seed: int = 
         else:
             pattern = graph.edge_sets[plan.link.edge_set].filename
             rows = (
-                graph_tables._tfrecord_bytes(pattern, "ids", ("#source", "#target"))
+                graph_tables._tfrecord_bytes(
+                    pattern, "ids", ("#source", "#target"), f"edge set '{plan.link.edge_set}'"
+                )
                 / graph_tables.TFRECORD_BYTES_PER_ID_ROW
             )
         return rows * (1 + negatives_per_seed)
@@ -120,5 +122,6 @@ def count_seeds(graph, plan, input_seeds: str | None, negatives_per_seed: int = 
         return 0.0
     width = sum(s.width * (4 if s.kind == "float" else 8) for s in info.features.values())
     columns = ("#id", *info.features)
-    size = graph_tables._tfrecord_bytes(info.filename, "features" if width else "ids", columns)
+    kind, where = ("features" if width else "ids"), f"node set '{info.name}'"
+    size = graph_tables._tfrecord_bytes(info.filename, kind, columns, where)
     return size / (graph_tables.ID_BYTES + width)
