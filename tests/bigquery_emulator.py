@@ -244,9 +244,11 @@ def load_graph(emulator: BigQueryEmulator, graph, dataset: str, out_dir: Path) -
 class CuttingProxy:
     """A TCP proxy on a free loopback port in front of `port` that, once more than `cut_after`
     bytes went from the server to its clients, closes every connection and refuses the next
-    ones (closes them at once): the server lost in the middle of a read, as a client sees it."""
+    ones (closes them at once): the server lost in the middle of a read, as a client sees it.
+    With `back_after` seconds, it lets connections through again that long after the cut (a
+    short outage)."""
 
-    def __init__(self, port: int, cut_after: int):
+    def __init__(self, port: int, cut_after: int, back_after: float | None = None):
         import socket
         import threading
 
@@ -255,6 +257,8 @@ class CuttingProxy:
         self._cut_after = cut_after
         self._sent = 0
         self.cut = threading.Event()
+        self._back_after = back_after
+        self._cut_at: float | None = None
         self._lock = threading.Lock()
         self._sockets: list = []
         self._listener = socket.create_server(("127.0.0.1", self.port))
@@ -270,8 +274,10 @@ class CuttingProxy:
             except OSError:
                 return
             if self.cut.is_set():
-                client.close()
-                continue
+                if self._back_after is None or time.monotonic() - self._cut_at < self._back_after:
+                    client.close()
+                    continue
+                self._cut_after = float("inf")  # back for good
             server = socket.create_connection(("127.0.0.1", self._target))
             with self._lock:
                 self._sockets += [client, server]
@@ -279,8 +285,9 @@ class CuttingProxy:
             threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
 
     def _pump(self, source, sink, counted: bool) -> None:
+        generation = self._cut_at
         try:
-            while not self.cut.is_set():
+            while self._cut_at == generation:
                 data = source.recv(1 << 16)
                 if not data:
                     break
@@ -298,9 +305,12 @@ class CuttingProxy:
     def _cut(self) -> None:
         import socket
 
-        self.cut.set()
         with self._lock:
-            for s in self._sockets:
+            if self._cut_at is None:
+                self._cut_at = time.monotonic()
+            self.cut.set()
+            sockets, self._sockets = self._sockets, []
+            for s in sockets:
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
                 s.close()
