@@ -189,12 +189,10 @@ def cluster_propose(
     if not pieces:
         return []
     rows, labels, counts = (np.concatenate(x) for x in zip(*pieces, strict=True))
-    k = label_propagation.compiled(len(rows))
-    if k is not None and labels.min() >= 0 and counts.dtype == np.int64:
-        # A counting sort by row, then each row's few labels: no sort over the whole type.
-        rows, labels, counts = k.sum_row_labels(rows.astype(np.int64), labels, counts, n)
-    else:
-        rows, labels, counts = _sum_pairs(rows, labels, counts)
+    # A counting sort by row, then each row's few labels: no sort over the whole type.
+    k = label_propagation.compiled()
+    rows, labels, counts = (a.astype(np.int64, copy=False) for a in (rows, labels, counts))
+    rows, labels, counts = k.sum_row_labels(rows, labels, counts, n)
     own = labels == shard.labels[rows]
     own_count = np.zeros(n, np.int64)
     own_count[rows[own]] = counts[own]
