@@ -16,6 +16,7 @@ import numpy as np
 
 from sampler.arrays import expand_ranges, sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
 from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk, slice_subgraphs
@@ -56,41 +57,6 @@ def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
     if bound < 2**15:
         return np.argsort(keys.astype(np.int16), kind="stable")
     return np.argsort(keys, kind="stable")
-
-
-def _bits(n: int) -> int:
-    return max(int(n).bit_length(), 1)
-
-
-def edge_order(s, src, dst, ekey) -> np.ndarray:
-    """Order by (sample, source index, target index, edge key); duplicates end up adjacent."""
-    if len(s) == 0:
-        return np.zeros(0, np.int64)
-    widths = [_bits(s.max()), _bits(src.max()), _bits(dst.max())]
-    if sum(widths) > 64:
-        return np.lexsort((ekey, dst, src, s))
-    composite = (
-        (s.astype(np.uint64) << np.uint64(widths[1] + widths[2]))
-        | (src.astype(np.uint64) << np.uint64(widths[2]))
-        | dst.astype(np.uint64)
-    )
-    # Stable (timsort): the edges come nearly in order (by sample, mostly by source), and
-    # timsort merges such runs several times faster than a quicksort sorts. The composites are
-    # distinct unless there are ties, handled below, so any sort gives the same order.
-    order = np.argsort(composite, kind="stable")
-    ordered = composite[order]
-    if np.any(ordered[1:] == ordered[:-1]):  # parallel edges: break ties by edge key
-        return np.lexsort((ekey, composite))
-    return order
-
-
-def unique_edges(s, src, dst, ekey) -> np.ndarray:
-    """Indices of the edges in output order (edge_order), each (sample, edge key) once."""
-    order = edge_order(s, src, dst, ekey)
-    s, ekey = s[order], ekey[order]
-    first = np.ones(len(s), dtype=bool)
-    first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
-    return order[first]
 
 
 def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
@@ -236,10 +202,13 @@ def assembled(
         if plan.aggregation == EDGE:  # node aggregation filters candidates here by design
             counters["edges_with_missing_endpoint"] += int((ok & ~(ok_src & ok_dst)).sum())
         keep = np.flatnonzero(ok & ok_src & ok_dst)
-        s, src, dst, ekey = s[keep], src[keep], dst[keep], batch.edge_key[keep]
-        chosen = unique_edges(s, src, dst, ekey)
-        s, src, dst, keep = s[chosen], src[chosen], dst[chosen], keep[chosen]
+        s, src, dst = (np.ascontiguousarray(a[keep], np.int64) for a in (s, src, dst))
+        # by (sample, source, target, edge key), each (sample, edge key) once
+        chosen, bounds = kernels("sampler.sample.assemble_jit").unique_edges(
+            s, src, dst, np.ascontiguousarray(batch.edge_key[keep]), node_rows[info.source][1]
+        )
+        src, dst, keep = src[chosen], dst[chosen], keep[chosen]
         features = {f: col[keep] for f, col in batch.features.items()}
-        edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n_samples))
+        edge_rows[name] = (np.stack([src, dst]), features, bounds)
 
     return Assembled(by_id, seeds, node_rows, edge_rows, has_seed, index)
