@@ -8,8 +8,9 @@ from google.protobuf import text_format
 from tensorflow_gnn.proto import graph_schema_pb2
 
 from sampler.errors import UserError
-from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.encode import decode_subgraph, encode_specs, output_schema
 from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
+from tests.encode_oracle import encode_subgraph
 
 SCHEMA = """
 context { metadata { filename: "context.csv" cardinality: 1 } }
