@@ -15,7 +15,6 @@ import numpy as np
 
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
-from sampler.jit_loader import kernels
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.dense import DenseGraph, densify, sample_chunk_columns
@@ -38,10 +37,6 @@ def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, A
     edges whose endpoint is missing, which `densify` drops). The files are read side by side
     on the process's cores (Arrow and numpy release the GIL); the first bad file in schema
     order fails the run, as in one thread."""
-
-    # Sampling loads the compiled kernels anyway: loaded first, they fingerprint the ids of
-    # every batch (sampler.ids.fingerprint), not only those after the first million.
-    kernels("sampler.ids_jit")
 
     def read(file: tuple[str, str, str, str]) -> tuple[str, str, list]:
         kind, name, _, _ = file
