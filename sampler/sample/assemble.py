@@ -1,4 +1,5 @@
-"""Assembly kernel: turn per-sample node rows and edges into Subgraphs.
+"""The `sharded` placement's assembly: a bucket's per-sample node rows and edges into chunks of
+subgraphs.
 
 Deterministic: subgraphs come out sorted by sample id; within a node set the
 seed is node 0 and the other nodes follow in fingerprint order; edges follow
@@ -19,7 +20,7 @@ from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
-from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 
 
@@ -63,21 +64,6 @@ def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
 
 
-def assemble(
-    graph: GraphInfo,
-    plan: SamplingPlan,
-    seeds: Seeds,
-    nodes: dict[str, list[SampleNodeRows]],
-    edges: dict[str, list[SampledEdges]],
-    counters: collections.Counter,
-) -> Iterator[Subgraph]:
-    """Yields one Subgraph per seed in `seeds` (all samples of one bucket)."""
-    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
-    yield from slice_subgraphs(
-        seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters, keep=has_seed
-    )
-
-
 def assemble_chunks(
     graph: GraphInfo,
     plan: SamplingPlan,
@@ -87,11 +73,12 @@ def assemble_chunks(
     counters: collections.Counter,
     chunk_size: int = 512,
 ) -> Iterator[SubgraphChunk]:
-    """`assemble`'s subgraphs as SubgraphChunks of up to `chunk_size` samples, in the same
-    order, for the chunk encoder (sampler.sample.encode_chunk: the same records); the
-    `subgraphs` counter is left to the encoder's caller."""
-    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
-    yield from chunks_of(seeds, node_rows, edge_rows, np.flatnonzero(has_seed), chunk_size)
+    """One bucket's subgraphs (one per seed whose node was found) as SubgraphChunks of up to
+    `chunk_size` samples, in sample id order, for the chunk encoder; the `subgraphs` counter
+    is left to the encoder's caller."""
+    out = assembled(graph, plan, seeds, nodes, edges, counters)
+    kept = np.flatnonzero(out.has_seed)
+    yield from chunks_of(out.seeds, out.node_rows, out.edge_rows, kept, chunk_size)
 
 
 def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int):
@@ -119,14 +106,6 @@ def _sample_ranges(bounds: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray,
     lengths = (bounds[samples + 1] - bounds[samples]).astype(np.int64)
     _, positions = expand_ranges(bounds[samples].astype(np.int64), lengths)
     return positions, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
-    """(seeds in sample id order, node rows, edge rows, has seed) of one bucket: node set ->
-    (NodeBatch, bounds) and edge set -> ((2, n) local indices, features, bounds), rows grouped
-    by sample (sampler.sample.subgraph.slice_subgraphs)."""
-    out = assembled(graph, plan, seeds, nodes, edges, counters)
-    return out.seeds, out.node_rows, out.edge_rows, out.has_seed
 
 
 class Assembled(typing.NamedTuple):
