@@ -267,8 +267,3 @@ def rank_edges(
         dst_shard[order].astype(np.int64),
         take_features(features, order),
     )
-
-
-def nid_shard(starts_t: np.ndarray, nids: np.ndarray) -> np.ndarray:
-    """Node shard of original ids of one type, given that type's row of `shard_starts`."""
-    return (np.searchsorted(starts_t, nids, side="right") - 1).astype(np.int64)
