@@ -67,3 +67,12 @@ def lexsort_two(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
     tied = order[rows]  # runs of equal `major`, each in input order
     order[rows] = tied[np.lexsort((minor[tied], ranked[rows]))]
     return order
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a`. A graph's arrays go to the compiled kernels read-only whether
+    they were built here or mapped from a snapshot (read-only): numba compiles a kernel once
+    per argument type, and read-only is part of the type."""
+    view = a.view()
+    view.flags.writeable = False
+    return view

@@ -118,5 +118,7 @@ def warm() -> None:
     fingerprints(data, np.frombuffer(np.array([0, 1, 2], np.int32).tobytes(), np.int32))
     fps = np.array([1, 2, 3], np.uint64)
     draw(mix(fps[0]), np.int64(0))
-    find_sorted(fps, fps)
+    frozen = fps.view()
+    frozen.flags.writeable = False  # a node table's lookups pass both read-only
+    find_sorted(frozen, frozen)
     combine_words(fps, np.zeros((3, 2), np.uint64))

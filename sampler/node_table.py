@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.arrays import lexsort_two
+from sampler.arrays import lexsort_two, read_only
 from sampler.batches import NodeBatch
 from sampler.jit_loader import kernels
 
@@ -28,8 +28,7 @@ class NodeTable:
         (numpy's binary search misses the caches at each step of every lookup)."""
         if len(self.rows.fp) == 0:
             return np.zeros(len(fps), np.int64), np.zeros(len(fps), bool)
-        table = np.ascontiguousarray(self.rows.fp, dtype=np.uint64)
-        query = np.ascontiguousarray(fps, dtype=np.uint64)
+        table, query = (read_only(np.ascontiguousarray(a, np.uint64)) for a in (self.rows.fp, fps))
         return kernels("sampler.ids_jit").find_sorted(table, query)
 
 

@@ -132,6 +132,9 @@ def choose(
     per row in draw order (RANDOM_UNIFORM: rows at or below sample_size first, every edge,
     then Floyd's picks of the others), or best first (TOP_K, RANDOM_WEIGHTED: the highest
     weight, or log(u)/weight; ties by position). `stream` holds each row's stream key."""
+    if weights is not None:  # read-only, as a mapped graph's are: one compiled signature
+        weights = weights.view()
+        weights.flags.writeable = False
     start = np.ascontiguousarray(start, dtype=np.int64)
     degree = np.ascontiguousarray(degree, dtype=np.int64)
     stream = np.ascontiguousarray(stream, dtype=np.uint64)
@@ -147,6 +150,7 @@ def choose(
         u, w = _draws_and_weights(start, degree, stream, weights)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(w > 0, np.log(np.maximum(u, 2.0**-60)) / w, -np.inf)
+        score.flags.writeable = False
         offset = np.cumsum(degree) - degree
         return _top(start, degree, offset, score, k, True)
     raise ValueError(f"unsupported strategy {strategy}")

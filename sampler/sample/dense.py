@@ -2,7 +2,8 @@
 the `worker` and `topology` placements' (node and link seeds).
 
 Node tables are sorted by fingerprint, so a node's row is its rank by fingerprint; adjacency
-lists are indexed by source row and point at target rows. It makes exactly the same choices
+lists are indexed by source row and point at target rows; the graph's arrays go to the
+kernels read-only (built here or mapped from a snapshot: one compiled signature). It makes exactly the same choices
 as the fingerprint-keyed kernels of the `sharded` placement (`sampling.py`, `assemble.py`):
 same random streams, same canonical neighbour order, same output order.
 
@@ -22,7 +23,7 @@ import typing
 
 import numpy as np
 
-from sampler.arrays import expand_ranges
+from sampler.arrays import expand_ranges, read_only
 from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
@@ -177,13 +178,15 @@ def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness) ->
     n_rows = len(dg.nodes[op.source].rows)
     adj = dg.adjacency[op.edge_set]
     bounds, rows = jit.unique_parts(*_stacked(parts), n_rows)
-    fs, fr, fbounds = jit.live_frontier(bounds, rows, adj.degrees)
-    fp = dg.nodes[op.source].rows.fp
+    starts, degrees, targets, fp = (
+        read_only(a) for a in (adj.starts, adj.degrees, adj.targets, dg.nodes[op.source].rows.fp)
+    )
+    fs, fr, fbounds = jit.live_frontier(bounds, rows, degrees)
     prefix = randomness.stream_prefix(op.key)
     keys = np.ascontiguousarray(sample_keys, dtype=np.uint64)
     if op.strategy == RANDOM_UNIFORM:
         out = jit.pick_uniform(
-            fs, fr, adj.starts, adj.degrees, adj.targets, keys, fp, prefix, int(op.sample_size)
+            fs, fr, starts, degrees, targets, keys, fp, prefix, int(op.sample_size)
         )
         return Picks(fs, fr, fbounds, *out)
     stream = jit.streams(fs, fr, keys, fp, prefix)
@@ -195,7 +198,7 @@ def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness) ->
         strategy=op.strategy,
         weights=adj.weights,
     )
-    out = jit.picks_by_row(_int64(rows), _int64(pos), len(fs), adj.targets)
+    out = jit.picks_by_row(_int64(rows), _int64(pos), len(fs), targets)
     return Picks(fs, fr, fbounds, *out)
 
 
@@ -272,7 +275,7 @@ def edge_rows(adj: DenseAdjacency, parts: list, sources: Members, targets: Membe
         *(fs, fr, lo, hi, picks, identity, part_bounds, len(sources.bounds) - 1),
         *(sources.bounds, sources.row, sources.local, sources.n_rows),
         *(targets.bounds, targets.row, targets.local, targets.n_rows),
-        *(adj.targets, adj.edge_keys),
+        *(read_only(adj.targets), read_only(adj.edge_keys)),
     )
     return edges, take_features(adj.features, pos), bounds
 

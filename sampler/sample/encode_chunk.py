@@ -33,6 +33,7 @@ import weakref
 
 import numpy as np
 
+from sampler.arrays import read_only
 from sampler.jit_loader import kernels
 from sampler.sample.encode import SAMPLE_ID_KEY, SEED_ID_KEY, EncodeSpecs
 from sampler.sample.subgraph import SubgraphChunk
@@ -125,8 +126,8 @@ class _Entry:
         how, *arrays, rows, row0, bounds = self.source[:6]
         if how == "fixed":
             return np.diff(bounds) * arrays[1]
-        if how == "varint":
-            return k.varint_payloads(*arrays, rows, row0, bounds)
+        if how == "varint":  # (values read-only, as a mapped table's are: one signature)
+            return k.varint_payloads(read_only(arrays[0]), arrays[1], rows, row0, bounds)
         if len(rows) == 0:  # ragged, rows row0, row0 + 1, ...: no gather needed
             at = arrays[1][row0 + bounds]
             return at[1:] - at[:-1]

@@ -301,7 +301,9 @@ def warm() -> None:
     one record of one entry with no payload, written into a buffer and into place."""
     i64 = np.array([0, 1], np.int64)
     varint_lengths(i64)
-    varint_payloads(i64, 1, i64[:0], 0, i64)
+    frozen = i64.view()
+    frozen.flags.writeable = False  # (the values: read-only, as a mapped table's)
+    varint_payloads(frozen, 1, i64[:0], 0, i64)
     index_payloads(i64, i64, i64 + 2)
     ragged_payloads(i64, i64[:0], 0, i64)
     params = np.array([[NONE, 0x0A, 0, 0, 1, -1, -1, -1, 0, -1, 0]], np.int64)

@@ -362,18 +362,26 @@ def chunk_edges(
 
 def warm() -> None:
     """Compiles each kernel for the argument types sampler/sample/dense.py passes
-    (sampler/jit_loader.py)."""
+    (sampler/jit_loader.py): the graph's arrays read-only, the chunk's writable."""
+
+    def graph(a):
+        a = a.copy()
+        a.flags.writeable = False
+        return a
+
     i64 = np.array([0, 1], np.int64)
     keys = np.array([1, 2], np.uint64)
     for n_rows in (2, 1000):  # flags and stamps
         bounds, rows = unique_parts(np.array([[0, 1, 2]], np.int64), i64, n_rows)
-    fs, fr, _ = live_frontier(bounds, rows, np.array([1, 1], np.int64))
-    streams(fs, fr, keys, keys, np.uint64(3))
-    picks, pos, _ = pick_uniform(fs, fr, i64, i64 + 1, i64, keys, keys, np.uint64(3), 1)
-    picks_by_row(i64, i64, 2, i64)
+    degrees, fp = graph(np.array([1, 1], np.int64)), graph(keys)
+    fs, fr, _ = live_frontier(bounds, rows, degrees)
+    streams(fs, fr, keys, fp, np.uint64(3))
+    starts, targets = graph(i64), graph(i64)
+    picks, pos, _ = pick_uniform(fs, fr, starts, degrees, targets, keys, fp, np.uint64(3), 1)
+    picks_by_row(i64.copy(), i64.copy(), 2, targets)
     local = np.zeros(2, np.int64)
     for identity in (False, True):
         chunk_edges(
             *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
-            *(bounds, rows, local, 2, bounds, rows, local, 2, i64, keys),
+            *(bounds, rows, local, 2, bounds, rows, local, 2, targets, graph(keys)),
         )
