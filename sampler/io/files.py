@@ -145,7 +145,24 @@ def _local_create(path: str):
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    return open(path, "wb")  # noqa: SIM115 - returned
+    return open_new(path)
+
+
+def open_new(path: str, mode: str = "wb"):
+    """A local file opened for writing ("wb" or "w": UTF-8 text), created or truncated, never
+    through a symbolic link: a link at `path` is a UserError naming it (what the project
+    writes beside a user's data must not land in another file of theirs)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(
+                f"{path} is a symbolic link; nothing is written through a link (remove it, or"
+                " write the output somewhere else)"
+            ) from e
+        raise
+    return open(fd, mode, encoding="utf-8" if "b" not in mode else None)  # noqa: SIM115
 
 
 def _native(path: str) -> bool:
@@ -325,6 +342,8 @@ def create_file(path: str):
     """A binary write stream creating `path` (local, gs://, ...), written as is (uncompressed)."""
     try:
         return _create(path)
+    except UserError:
+        raise
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
 
@@ -356,6 +375,8 @@ def write_output(path: str):
     target = path if has_scheme(path) else partial_name(path)
     try:
         stream = _create(target)
+    except UserError:
+        raise
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError (an OSError) remotely
         raise write_error(path, e) from e
     try:
@@ -481,5 +502,5 @@ def write_text(path: str, text: str) -> None:
             f.write(text.encode("utf-8"))
         return
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    with open_new(path, "w") as f:
         f.write(text)
