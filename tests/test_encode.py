@@ -1,4 +1,5 @@
-"""The protobuf encoder (tests/encode_oracle.py: the chunk encoder's oracle) and sampler.sample.encode's specs and decoding, read back by real TF-GNN."""
+"""The protobuf encoder (tests/encode_oracle.py: the chunk encoder's oracle) and
+sampler.sample.encode's specs and decoding, read back by real TF-GNN."""
 
 import numpy as np
 import pytest
