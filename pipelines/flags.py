@@ -55,10 +55,6 @@ def check_positive(flag: str, value: float) -> None:
         raise UserError(f"{flag} {value}: must be a finite number > 0")
 
 
-def check_seed(flag: str, value: int) -> None:
-    check_range(flag, value, 0, SEED_MAX)
-
-
 @dataclasses.dataclass(frozen=True)
 class Bound:
     """The valid values of one flag: low <= value <= high (None: open), or any finite number

@@ -20,20 +20,10 @@ def sorted_unique(values: np.ndarray, kind: str | None = None) -> np.ndarray:
     return out[keep]
 
 
-# Above this many possible values a bitmap costs more memory than it saves time.
+# Above this many possible values a bitmap costs more memory than it saves time (no kernel
+# takes a bitmap by this limit any more: sample_jit.unique_parts chooses per sample; the
+# records' digests, tests/test_kernel_digests.py, are checked with it at 0 too).
 _BITMAP_LIMIT = 1 << 27
-
-
-def sorted_unique_below(values: np.ndarray, bound: int) -> np.ndarray:
-    """sorted_unique(values) for non-negative ints below `bound`: by a bitmap of `bound` bits
-    when that is cheaper than sorting (bound small next to the number of values)."""
-    bound = int(bound)
-    if bound > _BITMAP_LIMIT or bound > 16 * len(values) + (1 << 16):
-        # concatenated sorted parts: timsort merges their runs
-        return sorted_unique(values, kind="stable")
-    seen = np.zeros(bound, bool)
-    seen[values] = True
-    return np.flatnonzero(seen).astype(values.dtype, copy=False)
 
 
 def sorted_unique_index(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,3 +67,12 @@ def lexsort_two(minor: np.ndarray, major: np.ndarray) -> np.ndarray:
     tied = order[rows]  # runs of equal `major`, each in input order
     order[rows] = tied[np.lexsort((minor[tied], ranked[rows]))]
     return order
+
+
+def read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of `a`. A graph's arrays go to the compiled kernels read-only whether
+    they were built here or mapped from a snapshot (read-only): numba compiles a kernel once
+    per argument type, and read-only is part of the type."""
+    view = a.view()
+    view.flags.writeable = False
+    return view

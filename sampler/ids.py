@@ -1,4 +1,4 @@
-"""64-bit fingerprints of string ids and counter-based randomness, vectorized in numpy.
+"""64-bit fingerprints of string ids and counter-based randomness.
 
 Everything random in the sampler is a pure function of these hashes, so a
 sample depends only on (--seed, sample id, op, node), never on RNG state,
@@ -6,8 +6,6 @@ worker count or arrival order.
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 import pyarrow as pa
@@ -71,52 +69,10 @@ def fingerprint(ids) -> np.ndarray:
         raise ValueError("ids must not be null")
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset : arr.offset + n + 1]
     data_buf = arr.buffers()[2]
-    data = (
-        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
-    )
-    if _compiled(n, int(np.diff(offsets).max())):
-        return kernels("sampler.ids_jit").fingerprints(data, offsets)
-    return fingerprint_numpy(data, offsets)
-
-
-def fingerprint_numpy(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The numpy twin of `sampler.ids_jit.fingerprints` (the same bits): one pass over the rows
-    per byte position of the longest id, so only for short ids."""
-    offsets = offsets.astype(np.int64)
-    lengths = offsets[1:] - offsets[:-1]
-    h = _fnv1a_by_position(data, offsets[:-1], lengths, int(lengths.max()) if len(lengths) else 0)
-    return combine(h, lengths.astype(np.uint64))
-
-
-# Ids up to this many bytes may be hashed by numpy (a process that reads a few tables, partitions
-# or estimates then never loads numba: 0.45 CPU-s and ~90 MB); longer ones by the compiled pass,
-# since numpy's cost is the rows times the longest id.
-_NUMPY_MAX_LEN = 64
-# Once a process has fingerprinted this many ids, or has loaded numba for another kernel, the
-# compiled pass (about 10x faster than numpy's on short ids) hashes every later batch: loading
-# numba pays for itself within a few million ids. The results are the same bits either way.
-_COMPILE_AFTER_IDS = 1 << 20
-_hashed_ids = 0
-
-
-def _compiled(n: int, longest: int) -> bool:
-    """Whether to hash a batch of `n` ids, the longest `longest` bytes, by the compiled pass."""
-    global _hashed_ids
-    _hashed_ids += n  # a race between reader threads only moves the switch by a batch
-    if longest > _NUMPY_MAX_LEN or _hashed_ids > _COMPILE_AFTER_IDS:
-        return True
-    return "sampler.ids_jit" in sys.modules
-
-
-def _fnv1a_by_position(data, starts, lengths, max_len: int) -> np.ndarray:
-    h = np.full(len(starts), _FNV_OFFSET, dtype=np.uint64)
-    for pos in range(max_len):
-        live = np.flatnonzero(lengths > pos)
-        if len(live) == len(h):
-            h = (h ^ data[starts + pos].astype(np.uint64)) * _FNV_PRIME
-        else:
-            h[live] = (h[live] ^ data[starts[live] + pos].astype(np.uint64)) * _FNV_PRIME
-    return h
+    data = np.frombuffer(data_buf if data_buf is not None else b"\0", dtype=np.uint8)
+    for view in (offsets, data):  # read-only, whatever Arrow's buffer: one compiled signature
+        view.flags.writeable = False
+    return kernels("sampler.ids_jit").fingerprints(data, offsets)
 
 
 def fingerprint_one(value: bytes | str) -> np.uint64:
@@ -145,16 +101,8 @@ def row_fingerprint(columns: dict[str, np.ndarray], n: int) -> np.ndarray:
             raw = np.ascontiguousarray(col).reshape(n, -1).view(np.uint8)
             words = np.zeros((n, (raw.shape[1] + 7) // 8 * 8), dtype=np.uint8)
             words[:, : raw.shape[1]] = raw
-            if n >= _COMBINE_COMPILED_FROM:
-                h = kernels("sampler.ids_jit").combine_words(h, words.view(np.uint64))
-                continue
-            for word in words.view(np.uint64).T:
-                h = combine(h, word)
+            h = kernels("sampler.ids_jit").combine_words(h, words.view(np.uint64))
     return h
-
-
-# From this many rows `row_fingerprint` combines numeric words by the compiled pass.
-_COMBINE_COMPILED_FROM = 1 << 16
 
 
 def shard_of(fp: np.ndarray, num_shards: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Compiled kernels of `sampler.ids`: the fingerprint of string ids (FNV-1a over each id's
 bytes, then splitmix64, one pass), the hash mix and draws, and lookups in sorted fingerprints.
 
-The fingerprint's time is linear in the ids' bytes (the numpy twin, `ids.fingerprint_numpy`,
-steps over byte positions, so one long id costs every row of its batch that many steps)."""
+The fingerprint's time is linear in the ids' bytes (numpy would step over byte positions, so
+one long id would cost every row of its batch that many steps: tests/kernel_oracles.py)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ def draw(stream, index):
 @njit
 def fingerprints(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """`sampler.ids.fingerprint` of an Arrow binary array's buffers (offsets, data): FNV-1a
-    of each id's bytes, then `combine(h, length)`, in one pass (the numpy twin steps over
-    byte positions, one pass over the rows each, then mixes twice)."""
+    of each id's bytes, then `combine(h, length)`, in one pass."""
     n = len(offsets) - 1
     out = np.empty(n, np.uint64)
     for i in range(n):
@@ -101,8 +100,8 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
 
 @njit
 def combine_words(h: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """`h = ids.combine(h, words[:, j])` for each column j in turn, row by row (the numpy twin
-    makes six passes over all the rows per column)."""
+    """`h = ids.combine(h, words[:, j])` for each column j in turn, row by row (numpy would
+    make six passes over all the rows per column)."""
     out = np.empty(len(h), np.uint64)
     for i in range(len(h)):
         x = h[i]
@@ -110,3 +109,16 @@ def combine_words(h: np.ndarray, words: np.ndarray) -> np.ndarray:
             x = mix(mix(x) ^ words[i, j])
         out[i] = x
     return out
+
+
+def warm() -> None:
+    """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py):
+    an Arrow array's read-only buffers, and writable uint64 arrays."""
+    data = np.frombuffer(b"ab", np.uint8)
+    fingerprints(data, np.frombuffer(np.array([0, 1, 2], np.int32).tobytes(), np.int32))
+    fps = np.array([1, 2, 3], np.uint64)
+    draw(mix(fps[0]), np.int64(0))
+    frozen = fps.view()
+    frozen.flags.writeable = False  # a node table's lookups pass both read-only
+    find_sorted(frozen, frozen)
+    combine_words(fps, np.zeros((3, 2), np.uint64))

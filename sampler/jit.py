@@ -1,61 +1,87 @@
 """The one door to numba: compiled kernels, cached on disk, imported only when first used.
 
-Kernel modules (`sampler/*_jit.py`, `sampler/sample/*_jit.py`) decorate their loops with
-`njit` from here and are imported by their callers inside the calling function, so a
-process that never runs a kernel (`--help`, `show`, `stats`) never imports numba (0.5 s).
+Kernel modules (`sampler/**/*_jit.py`) decorate their loops with `njit` from here, end with a
+`warm()` that calls each kernel with the argument types the runs use, and are loaded through
+`sampler.jit_loader.kernels`, so a process that never runs a kernel (`--help`, `show`, `stats`)
+never imports numba (0.5 s). Where the cache lives: sampler/jit_cache.py.
 
-Compiled code is cached (`cache=True`): the first process on a machine compiles (a few
-seconds, once), every later process and every SDK worker loads the machine code from the
-cache. numba keeps the cache in `__pycache__` beside the source, or in the user's cache
-folder when the package is read-only (site-packages on a worker). When neither can be
-written, `_cache_dir` points NUMBA_CACHE_DIR at a private temporary folder: the run still
-works, it only compiles again.
+The cache is a cache: a cache file that cannot be read (truncated, garbage, from another
+numba) is removed and its kernel compiled again, and a cache that cannot be written (a full
+or read-only file system) is bypassed, each with one warning line, never a failure.
+
+Under NUMBA_DISABLE_JIT=1 (numba's switch to debug kernels as Python) every kernel runs as
+the Python it is written in: slowly, with the same results.
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
+import functools
 import os
-import shutil
-import tempfile
 
+import numpy as np
 
-def _writable(path: str) -> bool:
-    probe = path
-    while not os.path.exists(probe):  # a folder not made yet: its first existing parent
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return False
-        probe = parent
-    return os.access(probe, os.W_OK | os.X_OK)
+from sampler import jit_cache
 
-
-def _cache_dir() -> str | None:
-    """The folder to cache in when numba's own choices (beside the source, then the user's
-    cache folder) are not writable, else None. Decided before numba loads."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return None
-    here = os.path.dirname(os.path.abspath(__file__))
-    if _writable(os.path.join(here, "__pycache__")):
-        return None
-    user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    if _writable(user):
-        return os.path.join(user, "beam-graph-sampler", "numba")
-    folder = tempfile.mkdtemp(prefix="sampler-numba-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in TMPDIR
-    return folder
-
-
-_CHOSEN = _cache_dir()
-if _CHOSEN:
-    os.environ["NUMBA_CACHE_DIR"] = _CHOSEN
+if jit_cache.chosen_folder():
+    os.environ["NUMBA_CACHE_DIR"] = jit_cache.chosen_folder()
 
 import numba  # noqa: E402  (after the cache folder is chosen)
+from numba.core.caching import FunctionCache  # noqa: E402
 
-if _CHOSEN and not numba.config.CACHE_DIR:  # numba was loaded before this module
-    numba.config.CACHE_DIR = _CHOSEN
+if jit_cache.chosen_folder() and not numba.config.CACHE_DIR:  # numba loaded before this module
+    numba.config.CACHE_DIR = jit_cache.chosen_folder()
+
+DISABLED = bool(numba.config.DISABLE_JIT)
+_REPORTED: set[str] = set()
+
+
+def _as_python(fn, *args, **kwargs):
+    with np.errstate(over="ignore"):
+        return fn(*args, **kwargs)
+
+
+def _warn_once(kind: str, message: str) -> None:
+    if kind not in _REPORTED:
+        _REPORTED.add(kind)
+        jit_cache.warn(message)
+
+
+class _Cache(FunctionCache):
+    """numba's cache of one kernel, less its failures (see the module docstring)."""
+
+    def load_overload(self, sig, target_context):
+        try:
+            return super().load_overload(sig, target_context)
+        except Exception as e:  # noqa: BLE001 - whatever a damaged file raises: compile again
+            _warn_once(
+                "read",
+                f"the kernel cache in {self._cache_path} has a damaged file"
+                f" ({type(e).__name__}); its kernels are compiled again",
+            )
+            with contextlib.suppress(OSError):  # (another process may have removed it)
+                os.remove(self._cache_file._index_path)
+            return None
+
+    def save_overload(self, sig, data):
+        try:
+            super().save_overload(sig, data)
+        except OSError as e:
+            _warn_once(
+                "write",
+                f"cannot write the kernel cache in {self._cache_path} ({e.strerror or e}):"
+                " running without it (each run compiles again)",
+            )
+            self.disable()
 
 
 def njit(fn):
     """A compiled, cached, GIL-releasing kernel (no Python objects inside)."""
-    return numba.njit(cache=True, nogil=True)(fn)
+    if DISABLED:  # the Python function, its integers wrapping around as compiled ones do
+        return functools.wraps(fn)(functools.partial(_as_python, fn))
+    kernel = numba.njit(nogil=True)(fn)
+    try:
+        kernel._cache = _Cache(fn)
+    except (OSError, RuntimeError) as e:  # no folder numba may cache in
+        _warn_once("write", f"cannot cache the compiled kernels ({e}): each run compiles them")
+    return kernel

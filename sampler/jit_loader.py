@@ -1,80 +1,103 @@
-"""Imports a compiled-kernel module on first use, from any thread, and compiles it once per
-machine.
+"""The door to the compiled kernels: `kernels("sampler.x_jit")` imports a kernel module on
+first use, from any thread, and compiles the kernels once per machine.
 
-Kernel modules import numba (sampler/jit.py), which takes 0.5 s, so callers load them
-only when a kernel runs. The first use is often on several threads at once (the table
-readers of sampler/threads.py, Beam's bundle threads): two threads importing the same
-module chain can meet Python's import deadlock detection, and one of them then gets a
-half-initialized module ("cannot import name"). One lock makes the first import serial.
+Kernel modules import numba (sampler/jit.py), which takes 0.5 s, so callers load them only
+when a kernel runs (`--help`, `show`, `stats` never do). The first use is often on several
+threads at once (the table readers of sampler/threads.py, Beam's bundle threads): two threads
+importing the same module chain can meet Python's import deadlock detection, and one of them
+then gets a half-initialized module. One lock makes the first import serial.
 
 Compiling is once per machine, not once per process: when a module's kernels are not yet in
-numba's on-disk cache, the first process to load it takes a file lock beside that cache and
-compiles them all (`sampler.jit_warm.warm_module`); the SDK workers that start at the same
-time wait for the lock and then load the machine code from the cache, instead of each
-compiling the same kernels (a 2-worker run's first use paid twice the compile time). With the
-cache already filled, loading costs one `stat` per kernel and takes no lock.
+numba's cache, the first process compiles every kernel module (each one's `warm()` calls its
+kernels with the argument types the runs use), under the machine-wide lock of
+sampler/jit_cache.py; the SDK workers that start at the same time wait for it and then load
+the machine code from the cache. With the cache filled (`python -m sampler.jit_warm`, run by
+scripts/bootstrap.sh and the Docker image), loading costs one `stat` per kernel and no lock.
+Kernel modules are found by their name (`*_jit.py` under sampler/): no list to keep.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib
 import os
 import sys
 import threading
+import time
 
-_LOCK = threading.RLock()  # re-entered when a module's warm-up loads the modules it calls
+from sampler import jit_cache
+
+_LOCK = threading.RLock()  # re-entered when a warm-up loads the kernel modules it calls
 _READY: set[str] = set()  # modules imported, and compiled or loaded from the cache
+_WARMING = False  # warm_all runs (in the thread that holds _LOCK)
 
 
 def kernels(module: str):
-    """The module `module` (e.g. "sampler.ids_jit"), imported once under a lock."""
+    """The kernel module `module` (e.g. "sampler.ids_jit"), imported once under a lock."""
     loaded = sys.modules.get(module)
     if loaded is not None and module in _READY:
         return loaded
     with _LOCK:
         loaded = importlib.import_module(module)
         if module not in _READY:
-            _READY.add(module)  # before the warm-up, which may call kernels(module) again
-            _compile_once(module, loaded)
+            _READY.add(module)  # before compiling, which calls kernels(module) again
+            if not _WARMING and not _cached(loaded):
+                with jit_cache.machine_lock():
+                    if not _cached(loaded):  # (another process may have compiled meanwhile)
+                        _compile_all()
         return loaded
 
 
-def _index_files(loaded) -> list[str]:
-    """numba's cache index file of each kernel of the module; [] if numba's layout differs."""
-    paths = []
+def kernel_modules() -> list[str]:
+    """Every kernel module of the package: the files named `*_jit.py` under sampler/."""
+    names = []
+    for folder, _, files in os.walk(jit_cache.PACKAGE):
+        package = os.path.relpath(folder, os.path.dirname(jit_cache.PACKAGE)).split(os.sep)
+        names += [".".join([*package, f[:-3]]) for f in files if f.endswith("_jit.py")]
+    return sorted(names)
+
+
+def warm_all() -> tuple[int, int, float]:
+    """Compiles (or loads from the cache) every kernel of every kernel module: (kernels, how
+    many were compiled, seconds)."""
+    global _WARMING
+    start = time.time()
+    found = []
+    with _LOCK:
+        _WARMING = True
+        try:
+            for name in kernel_modules():
+                module = kernels(name)
+                module.warm()
+                found += [v for v in vars(module).values() if _is_kernel(v, module)]
+        finally:
+            _WARMING = False
+    compiled = sum(1 for k in found if sum(k.stats.cache_misses.values()))
+    return len(found), compiled, time.time() - start
+
+
+def _compile_all() -> None:
+    """warm_all, saying so on stderr (the progress of an InMemory run; a worker's log)."""
+    say = sys.stderr.write
+    say(f"progress: compiling the kernels into the cache {jit_cache.folder()} (once per machine,"
+        " about a minute; `python -m sampler.jit_warm` does it at install)\n")  # fmt: skip
+    sys.stderr.flush()
+    count, compiled, seconds = warm_all()
+    say(f"progress: {count} kernels ready in {seconds:.0f} s ({compiled} compiled)\n")
+    sys.stderr.flush()
+
+
+def _is_kernel(value, module) -> bool:
+    return getattr(getattr(value, "py_func", None), "__module__", None) == module.__name__
+
+
+def _cached(loaded) -> bool:
+    """Whether numba's cache holds an index for every kernel of the module (a module whose
+    kernels numba does not cache, as under NUMBA_DISABLE_JIT, counts as cached)."""
     for value in vars(loaded).values():
-        if getattr(getattr(value, "py_func", None), "__module__", None) != loaded.__name__:
+        if not _is_kernel(value, loaded):
             continue
         cache_file = getattr(getattr(value, "_cache", None), "_cache_file", None)
         path = getattr(cache_file, "_index_path", None)
-        if path is None:
-            return []
-        paths.append(path)
-    return paths
-
-
-def _compile_once(module: str, loaded) -> None:
-    paths = _index_files(loaded)
-    if not paths or all(os.path.exists(p) for p in paths):
-        return  # cached already (or not a cached module): each kernel loads on its first call
-    with _machine_lock(os.path.dirname(paths[0])):
-        importlib.import_module("sampler.jit_warm").warm_module(module)
-
-
-@contextlib.contextmanager
-def _machine_lock(folder: str):
-    """An exclusive flock on `folder`/.sampler-compile.lock; no lock where it can't be made."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-        handle = open(os.path.join(folder, ".sampler-compile.lock"), "a")  # noqa: SIM115
-    except OSError:
-        yield
-        return
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        if path is not None and not os.path.exists(path):
+            return False
+    return True

@@ -1,4 +1,4 @@
-"""Node tables: one node set's rows sorted by fingerprint, for lookup by node (numpy only).
+"""Node tables: one node set's rows sorted by fingerprint, for lookup by node.
 
 Both stages use them: sampling looks up node rows for features, partitioning numbers
 nodes by their rank in the table.
@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.arrays import lexsort_two
+from sampler.arrays import lexsort_two, read_only
 from sampler.batches import NodeBatch
 from sampler.jit_loader import kernels
 
@@ -24,27 +24,12 @@ class NodeTable:
     duplicates: int  # rows dropped because their id was already present
 
     def lookup(self, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, found) per fingerprint: compiled for many fingerprints (a directory by
-        top bits, then a short search), else by the numpy twin `lookup_numpy`."""
-        if len(fps) < _COMPILED_FROM or len(self.rows.fp) == 0:
-            return self.lookup_numpy(fps)
-        table = np.ascontiguousarray(self.rows.fp, dtype=np.uint64)
-        query = np.ascontiguousarray(fps, dtype=np.uint64)
-        return kernels("sampler.ids_jit").find_sorted(table, query)
-
-    def lookup_numpy(self, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row index, found) per fingerprint, by numpy's binary search."""
-        pos = np.searchsorted(self.rows.fp, fps)
+        """(row index, found) per fingerprint: a directory by top bits, then a short search
+        (numpy's binary search misses the caches at each step of every lookup)."""
         if len(self.rows.fp) == 0:
             return np.zeros(len(fps), np.int64), np.zeros(len(fps), bool)
-        pos_c = np.minimum(pos, len(self.rows.fp) - 1)
-        found = (pos < len(self.rows.fp)) & (self.rows.fp[pos_c] == fps)
-        return pos_c, found
-
-
-# From this many fingerprints a lookup is compiled (a process that looks up a few never loads
-# numba); numpy's binary search misses the caches at each step of every lookup.
-_COMPILED_FROM = 1 << 16
+        table, query = (read_only(np.ascontiguousarray(a, np.uint64)) for a in (self.rows.fp, fps))
+        return kernels("sampler.ids_jit").find_sorted(table, query)
 
 
 class FingerprintCollision(ValueError):

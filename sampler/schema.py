@@ -45,16 +45,6 @@ class GraphInfo:
     node_sets: dict[str, NodeSetInfo]
     edge_sets: dict[str, EdgeSetInfo]
 
-    def edge_sets_touching(self, node_set: str) -> list[tuple[EdgeSetInfo, str]]:
-        """(edge set, '#source' or '#target') for each end that lies in node_set."""
-        ends = []
-        for edge_set in self.edge_sets.values():
-            if edge_set.source == node_set:
-                ends.append((edge_set, "#source"))
-            if edge_set.target == node_set:
-                ends.append((edge_set, "#target"))
-        return ends
-
 
 def find_schema_file(path: str) -> str:
     """`path` itself if it is a file, else the schema pbtxt inside the directory."""

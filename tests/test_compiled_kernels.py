@@ -1,9 +1,7 @@
-"""The compiled kernels (sampler/jit.py, issue 33) against the numpy kernels they replace.
-
-The numpy kernels stay in the tree (`sampling.choose` serves the `sharded` placement), so
-every compiled kernel is checked here against its numpy twin on random inputs built to hit
-the corners: degree at, below and above k, k = 0 and 1, hubs, tied and NaN/inf/negative
-weights. tests/test_kernel_digests.py checks whole records against digests recorded before.
+"""The compiled kernels (sampler/jit.py) against the numpy kernels they replaced
+(tests/kernel_oracles.py), on random inputs built to hit the corners: degree at, below and
+above k, k = 0 and 1, hubs, tied and NaN/inf/negative weights. tests/test_kernel_digests.py
+checks whole records against digests recorded before any kernel was compiled.
 """
 
 from __future__ import annotations
@@ -18,8 +16,9 @@ import numpy as np
 import pytest
 
 from sampler import ids
-from sampler.sample import choose_jit, sampling
+from sampler.sample import choose_jit
 from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+from tests import kernel_oracles as oracles
 
 
 def frontier(rng, rows: int, max_degree: int, weight_kind: str):
@@ -44,7 +43,7 @@ def test_choose_is_the_numpy_choose(strategy, weight_kind, k):
     rng = np.random.default_rng([k, len(strategy), len(weight_kind)])
     start, degree, stream, weights = frontier(rng, 300, 12, weight_kind)
     kwargs = {"sample_size": k, "strategy": strategy, "weights": weights}
-    want = sampling.choose(start, degree, stream, **kwargs)
+    want = oracles.choose_numpy(start, degree, stream, **kwargs)
     got = choose_jit.choose(start, degree, stream, **kwargs)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
@@ -144,19 +143,14 @@ def test_a_read_only_install_runs(tmp_path):
 
 @pytest.mark.parametrize("n_rows", [1, 7, 3000])
 @pytest.mark.parametrize("m", [0, 50, 20000])
-def test_unique_rows_find_and_positions(n_rows, m):
-    """unique_rows is sorted_unique of sample * n_rows + row (both of its paths); find gives
-    each member's position (seed first, then by row) and flags the non-members."""
+def test_member_positions_seed_first_then_by_row(n_rows, m):
     from sampler.sample import assemble_jit
 
     rng = np.random.default_rng([n_rows, m])
     n_samples = 40
-    sample = np.sort(rng.integers(0, n_samples, m))  # runs by sample, as the ops make them
-    row = rng.integers(0, n_rows, m)
-    bounds, rows = assemble_jit.unique_rows(sample, row, n_samples, n_rows)
-    keys = np.unique(sample * n_rows + row)
-    np.testing.assert_array_equal(rows, keys % n_rows)
-    np.testing.assert_array_equal(bounds, np.searchsorted(keys // n_rows, np.arange(41)))
+    keys = np.unique(np.sort(rng.integers(0, n_samples, m)) * n_rows + rng.integers(0, n_rows, m))
+    rows = keys % n_rows
+    bounds = np.searchsorted(keys // n_rows, np.arange(n_samples + 1))
     seed_row = rng.integers(0, n_rows, n_samples)
     local, order = assemble_jit.member_positions(bounds, rows, seed_row, True)
     for s in range(n_samples):
@@ -166,24 +160,13 @@ def test_unique_rows_find_and_positions(n_rows, m):
         np.testing.assert_array_equal(
             local[bounds[s] : bounds[s + 1]], [want.index(r) for r in mine]
         )
-    # queries in runs (one look-up table per run) and in no order (sorted first)
-    q_sample = np.concatenate([sample, rng.integers(0, n_samples, 500)])
-    q_row = np.concatenate([row, rng.integers(0, n_rows + 2, 500)])
-    for order_of_queries in (np.arange(len(q_sample)), rng.permutation(len(q_sample))):
-        qs, qr = q_sample[order_of_queries], q_row[order_of_queries]
-        out, found = assemble_jit.find(bounds, rows, local, qs, qr, n_rows + 2)
-        member = np.isin(qs * (n_rows + 2) + qr, (keys // n_rows) * (n_rows + 2) + keys % n_rows)
-        np.testing.assert_array_equal(found, member)
-        for i in np.flatnonzero(found)[:300]:
-            j = bounds[qs[i]] + np.searchsorted(rows[bounds[qs[i]] : bounds[qs[i] + 1]], qr[i])
-            assert out[i] == local[j]
 
 
 @pytest.mark.parametrize("m", [0, 30, 5000])
 def test_unique_edges_is_the_numpy_one(m):
     """Order (sample, source, target, edge key, input), each (sample, edge key) kept once
     where it repeats its predecessor; with parallel edges, repeats and hubs (long runs)."""
-    from sampler.sample import assemble, assemble_jit
+    from sampler.sample import assemble_jit
 
     rng = np.random.default_rng(m)
     n_samples = 12
@@ -197,7 +180,7 @@ def test_unique_edges_is_the_numpy_one(m):
     ekey = rng.integers(0, 40, m).astype(np.uint64)
     order = rng.permutation(m)
     sample, src, dst, ekey = sample[order], src[order], dst[order], ekey[order]
-    want = assemble.unique_edges(sample, src, dst, ekey)
+    want = oracles.unique_edges_numpy(sample, src, dst, ekey)
     got, bounds = assemble_jit.unique_edges(sample, src, dst, ekey, src_bounds)
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(bounds, assemble.group_bounds(sample[want], n_samples))
+    np.testing.assert_array_equal(bounds, np.searchsorted(sample[want], np.arange(n_samples + 1)))

@@ -1,4 +1,5 @@
-"""sampler.sample.encode: records written by encode_subgraph, read back by real TF-GNN."""
+"""The protobuf encoder (tests/encode_oracle.py: the chunk encoder's oracle) and
+sampler.sample.encode's specs and decoding, read back by real TF-GNN."""
 
 import numpy as np
 import pytest
@@ -8,8 +9,9 @@ from google.protobuf import text_format
 from tensorflow_gnn.proto import graph_schema_pb2
 
 from sampler.errors import UserError
-from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.encode import decode_subgraph, encode_specs, output_schema
 from sampler.sample.subgraph import EdgeSetRows, NodeSetRows, Subgraph
+from tests.encode_oracle import encode_subgraph
 
 SCHEMA = """
 context { metadata { filename: "context.csv" cardinality: 1 } }

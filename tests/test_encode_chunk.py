@@ -1,6 +1,7 @@
 """sampler.sample.encode_chunk: a chunk of subgraphs encoded at once.
 
-Every record must be byte for byte what `encode_subgraph` writes for the same subgraph, and
+Every record must be byte for byte what the protobuf encoder (tests/encode_oracle.py) writes
+for the same subgraph, and
 must decode, with TensorFlow's own tf.train.Example and with tfgnn.parse_example, to the
 values the chunk was built from (checked against those inputs, not against our decoder), for
 features of every value kind and shape: float, int and bytes; scalar, vector and matrix;
@@ -24,12 +25,13 @@ from sampler.sample import encode_chunk as ec
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify
-from sampler.sample.encode import encode_specs, encode_subgraph, output_schema
+from sampler.sample.encode import encode_specs, output_schema
 from sampler.sample.plan import make_plan
 from sampler.sample.randomness import Randomness
-from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
+from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk, chunk_of
 from sampler.schema import GraphInfo, load_graph
 from sampler.tools import synthetic
+from tests.encode_oracle import encode_subgraph
 
 SCHEMA = """
 node_sets { key: "paper" value {
@@ -226,26 +228,6 @@ def test_tfgnn_parses_a_chunk():
     assert writes["role"].numpy().tolist() == chunk.edge_rows["writes"][1]["role"].tolist()
 
 
-@pytest.mark.parametrize(
-    "values",
-    [
-        np.array([0, 1, 127, 128, 16383, 16384, 2**35, 2**63 - 1, -1, -(2**63)], np.int64),
-        np.zeros(0, np.int64),
-    ],
-)
-def test_varints_match_protobuf(values):
-    packed = tf.train.Int64List(value=values.tolist()).SerializeToString()
-    data, lengths = ec.varints(values)
-    if len(values):
-        assert packed[0] == 0x0A  # field 1, packed
-        assert (
-            data.tobytes() == packed[1 + ec.varint_lengths(np.array([len(data)], np.uint64))[0] :]
-        )
-    else:
-        assert data.tobytes() == packed == b""
-    assert lengths.sum() == len(data)
-
-
 def test_framed_bytes_match_protobuf():
     values = [b"", b"a", b"x" * 127, b"y" * 128, b"z" * 20000]
     data, framed = ec.framed_bytes(bytes_array(values))
@@ -327,9 +309,9 @@ def test_bad_chunks_are_value_errors(mutate, match):
 
 
 def test_beam_chunk_batches_match_subgraph_batches(tmp_path):
-    """sampler.beam.sample.sharded.encoded_chunk_batches: the records and counts of
-    encoded_batches, for a placement that samples by the chunk."""
-    from sampler.beam.sample.sharded import SizeCounters, encoded_batches, encoded_chunk_batches
+    """sampler.beam.sample.sharded.encoded_chunk_batches: one batch per chunk, the records
+    of the subgraphs and their counts."""
+    from sampler.beam.sample.sharded import SizeCounters, encoded_chunk_batches
 
     graph = _mag_graph(tmp_path)
     plan = make_plan(graph, synthetic.mag_sampling_spec(), "edge")
@@ -340,11 +322,25 @@ def test_beam_chunk_batches_match_subgraph_batches(tmp_path):
     args = (graph, plan, mem, seeds, Randomness(1))
     old_counts, new_counts = collections.Counter(), collections.Counter()
     old_sizes, new_sizes = SizeCounters(), SizeCounters()
-    subgraphs = kernel.sample(*args, old_counts, 40)
-    old = [r for _, _, batch in encoded_batches(7, subgraphs, specs, old_sizes, 40) for r in batch]
+    old = []
+    for subgraph in kernel.sample(*args, old_counts, 40):
+        old_sizes.add(subgraph)
+        old.append(encode_subgraph(subgraph, specs))
     chunks = kernel.sample_chunks(*args, new_counts, 40)
     batches = list(encoded_chunk_batches(7, chunks, specs, new_sizes, new_counts))
     assert [(b, c) for b, c, _ in batches] == [(7, 0), (7, 1), (7, 2)]
     assert [r for _, _, batch in batches for r in batch] == old
     assert new_counts == old_counts and new_counts["subgraphs"] == 100
     assert new_sizes._sums == old_sizes._sums and new_sizes._sums["output_nodes/paper"] > 100
+
+
+def test_chunk_of_subgraphs_encodes_like_the_subgraphs():
+    """sampler.sample.subgraph.chunk_of (the `topology` placement's filled subgraphs): the
+    records of the subgraphs, one set absent from some of them."""
+    rng = np.random.default_rng(7)
+    chunk, specs = _chunk(rng), encode_specs(_schema())
+    subgraphs = list(chunk.subgraphs(collections.Counter()))
+    del subgraphs[1].node_sets["venue"], subgraphs[3].edge_sets["cites"]
+    want = [encode_subgraph(s, specs) for s in subgraphs]
+    assert ec.encode_chunk(chunk_of(subgraphs), specs) == want
+    assert ec.encode_chunk(chunk_of([]), specs) == []

@@ -1,13 +1,10 @@
-"""The compiled chunk encoder (sampler.sample.encode_compiled, issue 33) against the numpy
-encoder it replaces (encode_chunk_numpy), byte for byte.
-
-The numpy encoder is itself checked against encode_subgraph and against TensorFlow's decoder
-(tests/test_encode_chunk.py); here every chunk goes through `encode_chunk_compiled` itself
-(which raises Unsupported rather than falling back), on inputs built to hit the corners: every
-value kind and the dtypes the kernels read directly or through the numpy gather, 0-wide and
-20 kB features, non-contiguous and big-endian tables, rows gathered from a table or given
+"""The chunk encoder (sampler/sample/encode_chunk.py and its kernels, encode_jit.py) against
+the protobuf encoder (tests/encode_oracle.py), byte for byte, on inputs built to hit the
+corners: every value kind and the dtypes the kernels read directly or converted first, 0-wide
+and 20 kB features, non-contiguous and big-endian tables, rows gathered from a table or given
 per chunk, empty subgraphs, absent sets, multi-byte varints (ids, lengths, edge indices past
-2**7 and 2**14), records spanning the write buffer's groups, sampled node and link chunks.
+2**7 and 2**14), records spanning the write buffer's groups, sampled node and link chunks;
+and chunks that cannot be written, each a ValueError naming the set.
 """
 
 from __future__ import annotations
@@ -20,18 +17,18 @@ from google.protobuf import text_format
 
 from sampler.batches import NodeBatch, bytes_array
 from sampler.protos import graph_schema_pb2, sampling_spec_pb2
-from sampler.sample import encode_compiled, in_memory, link
+from sampler.sample import encode_chunk as encoder
+from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify
 from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
-from sampler.sample.encode_compiled import Unsupported, encode_chunk_compiled
-from sampler.sample.encode_numpy import encode_chunk_numpy
 from sampler.sample.plan import make_plan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import load_graph
 from sampler.tools import synthetic
+from tests.encode_oracle import encode_subgraph
 
 SCHEMA = """
 node_sets { key: "paper" value {
@@ -151,15 +148,15 @@ def records_written(request, monkeypatch):
     """Every test twice: records written straight into their bytes objects (CPython), and
     written into one buffer then copied (the way without that)."""
     if request.param == "buffer":
-        monkeypatch.setattr(encode_compiled, "_DIRECT", None)
+        monkeypatch.setattr(encoder, "_DIRECT", None)
     else:
-        assert encode_compiled._direct_bytes() is not None
+        assert encoder._direct_bytes() is not None
     return request.param
 
 
 def _same(chunk, specs) -> list[bytes]:
-    got = encode_chunk_compiled(chunk, specs)
-    want = encode_chunk_numpy(chunk, specs)
+    got = encode_chunk(chunk, specs)
+    want = [encode_subgraph(s, specs) for s in chunk.subgraphs(collections.Counter())]
     assert len(got) == len(want) == len(chunk)
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         assert a == b, f"record {i} differs"
@@ -169,7 +166,7 @@ def _same(chunk, specs) -> list[bytes]:
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("indexed_authors", [False, True])
 @pytest.mark.parametrize("n, max_rows", [(1, 3), (7, 0), (25, 6)])
-def test_compiled_chunks_are_the_numpy_chunks(seed, indexed_authors, n, max_rows):
+def test_chunks_are_the_protobuf_records(seed, indexed_authors, n, max_rows):
     rng = np.random.default_rng([seed, n, max_rows, indexed_authors])
     _same(_chunk(rng, n, max_rows, indexed_authors), _specs())
 
@@ -177,8 +174,8 @@ def test_compiled_chunks_are_the_numpy_chunks(seed, indexed_authors, n, max_rows
 @pytest.mark.parametrize("group_bytes", [1, 500, 30_000])
 def test_records_across_write_groups(monkeypatch, group_bytes):
     """Records written in groups smaller and larger than one record (20 kB rows)."""
-    monkeypatch.setattr(encode_compiled, "_DIRECT", None)
-    monkeypatch.setattr(encode_compiled, "GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(encoder, "_DIRECT", None)
+    monkeypatch.setattr(encoder, "GROUP_BYTES", group_bytes)
     rng = np.random.default_rng(group_bytes)
     _same(_chunk(rng, 30, 4, True), _specs())
 
@@ -216,9 +213,9 @@ def test_long_edge_indices():
 
 
 def test_no_subgraphs():
-    assert encode_chunk_compiled(_chunk(np.random.default_rng(0), 1, 1, False), _specs())
+    assert encode_chunk(_chunk(np.random.default_rng(0), 1, 1, False), _specs())
     empty = SubgraphChunk(bytes_array([]), bytes_array([]), {}, {})
-    assert encode_chunk_compiled(empty, _specs()) == encode_chunk_numpy(empty, _specs()) == []
+    assert encode_chunk(empty, _specs()) == []
 
 
 def _mutated(mutate):
@@ -232,34 +229,34 @@ def _set_index(chunk, where, value):
 
 
 @pytest.mark.parametrize(
-    "mutate",
+    "mutate, match",
     [
-        lambda c: c.node_rows["paper"].batch.features.pop("f32"),
-        lambda c: c.node_rows["paper"].batch.features.update(f32=np.zeros((TABLE_ROWS, 2))),
-        lambda c: c.node_rows["author"].batch.features.update(n=np.array([b"a"] * 99)),
-        lambda c: c.node_rows["paper"].index.__setitem__(0, TABLE_ROWS),
-        lambda c: c.node_rows["paper"].index.__setitem__(0, -1),
-        lambda c: _set_index(c, (1, 0), 1000),
-        lambda c: _set_index(c, (0, 0), -1),
-        lambda c: c.node_rows["author"].batch.ids.__setitem__(0, "a0"),
-        lambda c: c.node_rows.update(nope=c.node_rows["author"]),
+        (lambda c: c.node_rows["paper"].batch.features.pop("f32"),
+         r"node set 'paper': feature 'f32' is missing"),
+        (lambda c: c.node_rows["paper"].batch.features.update(f32=np.zeros((TABLE_ROWS, 2))),
+         r"node set 'paper': feature 'f32' has shape \(\d+, 2\), expected \(\d+, 3\)"),
+        (lambda c: c.node_rows["author"].batch.features.update(n=np.array([b"a"] * 99)),
+         r"node set 'author': feature 'n' has dtype \|S1, expected int values"),
+        (lambda c: c.node_rows["paper"].index.__setitem__(0, TABLE_ROWS),
+         r"node set 'paper': rows outside a table of 60"),
+        (lambda c: c.node_rows["paper"].index.__setitem__(0, -1),
+         r"node set 'paper': rows outside a table of 60"),
+        (lambda c: _set_index(c, (1, 0), 1000),
+         r"edge set 'cites': #target index 1000 but the sample's node set has \d+ nodes"),
+        (lambda c: _set_index(c, (0, 0), -1),
+         r"edge set 'cites': #source index -1 but the sample's node set has \d+ nodes"),
+        (lambda c: c.node_rows["author"].batch.ids.__setitem__(0, "a0"),
+         r"node set 'author': node ids must be bytes"),
+        (lambda c: c.node_rows["paper"].batch.features["tags"].__setitem__(
+            (slice(None), 0), "x"),
+         r"node set 'paper': feature 'tags' holds a non-bytes value"),
+        (lambda c: c.node_rows.update(nope=c.node_rows["author"]),
+         r"chunk: sets \['nope'\] not in schema"),
     ],
-)
-def test_what_the_numpy_encoder_rejects_goes_to_it(mutate):
-    """Unsupported from the compiled encoder; encode_chunk then gives what the numpy encoder
-    gives: its error (ValueError; IndexError for a table row out of range), or its records
-    (np.take counts a negative row from the end)."""
-    chunk, specs = _mutated(mutate), _specs()
-    with pytest.raises(Unsupported):
-        encode_chunk_compiled(chunk, specs)
-    try:
-        want = encode_chunk_numpy(chunk, specs)
-    except (ValueError, IndexError) as e:
-        with pytest.raises(type(e)) as got:
-            encode_chunk(chunk, specs)
-        assert str(got.value) == str(e)
-    else:
-        assert encode_chunk(chunk, specs) == want
+)  # fmt: skip
+def test_chunks_that_cannot_be_written_are_value_errors(mutate, match):
+    with pytest.raises(ValueError, match=match):
+        encode_chunk(_mutated(mutate), _specs())
 
 
 def _mag_graph(tmp_path):

@@ -23,7 +23,7 @@ from pipelines import estimate as estimate_cli
 from sampler.io.graph_tables import read_seed_ids
 from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode import encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
@@ -31,6 +31,7 @@ from sampler.tools import synthetic
 from sampler.tools.degree_stats import degree_stats, histogram, stats_cache_path
 from sampler.tools.estimate import calibrate, estimate, mean_take, suggest_workers
 from sampler.tools.probe import run_probe
+from tests.encode_oracle import encode_subgraph
 from tests.pipeline_helpers import link_oracle_subgraphs, run_pipeline
 
 TOLERANCE = 0.25

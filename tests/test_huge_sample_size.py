@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sampler.sample.choose_jit import choose
 from sampler.sample.plan import RANDOM_UNIFORM
-from sampler.sample.sampling import choose
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGE = 10**9
@@ -52,14 +52,15 @@ def test_choose_with_k_above_every_degree_takes_every_edge():
     out = run_python(
         f"""
         import numpy as np
-        from sampler.sample.sampling import choose
-        rows, pos = choose(np.array([0, 10]), np.array([2, 3]), np.arange(2, dtype=np.uint64),
-                           sample_size={HUGE}, strategy="RANDOM_UNIFORM", weights=None)
-        print(rows.tolist(), pos.tolist())
+        from sampler.sample.choose_jit import choose
+        for strategy in ("RANDOM_UNIFORM", "TOP_K"):
+            rows, pos = choose(np.array([0, 10]), np.array([2, 3]), np.arange(2, dtype=np.uint64),
+                               sample_size={HUGE}, strategy=strategy, weights=np.ones(13))
+            print(rows.tolist(), pos.tolist())
         """,
         timeout=60,
     )
-    assert out.strip() == "[0, 0, 1, 1, 1] [0, 1, 10, 11, 12]"
+    assert out.strip().splitlines() == ["[0, 0, 1, 1, 1] [0, 1, 10, 11, 12]"] * 2
 
 
 def test_sampling_and_estimate_with_sample_size_one_billion(tmp_path):

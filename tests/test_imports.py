@@ -101,7 +101,10 @@ def project_modules(root: Path) -> dict[str, Path]:
 
 def import_graph(root: Path) -> dict[str, set[str]]:
     """module -> the project modules it imports, read from its source: every import statement,
-    at the top or inside a function (a lazy import is still a dependency)."""
+    at the top or inside a function (a lazy import is still a dependency), and every import by
+    name: a call whose first argument is a string naming a project module
+    (`importlib.import_module("sampler.x")`, `__import__("sampler.x")`, or a helper of the
+    project that imports what it is given)."""
     modules = project_modules(root)
 
     def resolve(name: str) -> str | None:
@@ -117,11 +120,17 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Call) and node.args and _names_a_module(node.args[0]):
+                targets = [node.args[0].value] if node.args[0].value in modules else []
             else:
                 continue
             edges.update(t for t in map(resolve, targets) if t and t != name)
         graph[name] = edges
     return graph
+
+
+def _names_a_module(arg: ast.expr) -> bool:
+    return isinstance(arg, ast.Constant) and isinstance(arg.value, str) and "." in arg.value
 
 
 def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -181,3 +190,27 @@ def test_the_circle_check_finds_a_circle(tmp_path):
     graph = import_graph(tmp_path)
     assert graph["pipelines.d"] == {"sampler.a"}
     assert import_circles(graph) == [["pipelines.c", "sampler.a", "sampler.b"]]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'importlib.import_module("sampler.a")',
+        'import_module("sampler.a")',
+        '__import__("sampler.a")',
+        'kernels("sampler.a")',
+    ],
+)
+def test_the_circle_check_sees_imports_by_name(tmp_path, call):
+    # sampler.a imports sampler.b; sampler.b reaches sampler.a only by its name, in a function.
+    (tmp_path / "sampler").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    (tmp_path / "sampler" / "__init__.py").write_text("")
+    (tmp_path / "pipelines" / "__init__.py").write_text("")
+    (tmp_path / "sampler" / "a.py").write_text("from sampler import b\n")
+    (tmp_path / "sampler" / "b.py").write_text(f"import importlib\ndef f():\n    {call}\n")
+    (tmp_path / "sampler" / "c.py").write_text('x = print("not.a.module")\n')
+    graph = import_graph(tmp_path)
+    assert graph["sampler.b"] == {"sampler.a"}
+    assert graph["sampler.c"] == set()
+    assert import_circles(graph) == [["sampler.a", "sampler.b"]]

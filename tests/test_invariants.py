@@ -31,11 +31,12 @@ from pipelines import sample as sample_cli
 from sampler.io.writers import write_table
 from sampler.sample import in_memory
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.encode import decode_subgraph, encode_specs, encode_subgraph, output_schema
+from sampler.sample.encode import decode_subgraph, encode_specs, output_schema
 from sampler.sample.plan import make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools.synthetic import REVERSED, generate_mag, write_graph, write_sampling_spec
+from tests.encode_oracle import encode_subgraph
 
 NUM_PAPERS = 300
 # (op, inputs, edge set, sample_size): MAG's spec with small sizes so that they bind.

@@ -1,38 +1,16 @@
-"""The compiled kernels of lp (sampler/partition/lp_jit.py) against their numpy twins, on
-edge cases: each kernel must give the very arrays numpy gives (the partition files stay
-the same bytes), including the order of ties, which a stable sort keeps and any other
-sort may not.
-
-The lp partition of tests/test_kernel_digests.py's graph is too small to reach the kernels
-(label_propagation.COMPILED_MIN_ENTRIES, graph.COMPILED_MIN_LOOKUPS); a test runs it (and
-`random`, which shares the fingerprint lookups) with every array compiled
-and checks it against the digests recorded before any kernel existed.
+"""The compiled kernels of lp (sampler/partition/lp_jit.py) and of the fingerprint lookups
+(lookup_jit.py) against numpy, on edge cases: each kernel must give the very arrays numpy
+gives (the partition files stay the same bytes, tests/test_kernel_digests.py), including
+the order of ties, which a stable sort keeps and any other sort may not.
 """
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from sampler.partition import clustering, graph, label_propagation, lookup_jit, lp_jit
+from sampler.partition import label_propagation, lookup_jit, lp_jit
 from sampler.partition.graph import NodeIndex
-from tests import test_kernel_digests as digests
-
-
-@pytest.fixture
-def numpy_only(monkeypatch):
-    monkeypatch.setattr(label_propagation, "COMPILED_MIN_ENTRIES", 1 << 62)
-
-
-def _stable_order(compiled: bool, *columns):
-    keep = label_propagation.COMPILED_MIN_ENTRIES
-    label_propagation.COMPILED_MIN_ENTRIES = 0 if compiled else 1 << 62
-    try:
-        return label_propagation.stable_order(*columns)
-    finally:
-        label_propagation.COMPILED_MIN_ENTRIES = keep
 
 
 def _column_cases():
@@ -56,8 +34,7 @@ def _column_cases():
 @pytest.mark.parametrize("columns", list(_column_cases()))
 def test_stable_order_is_lexsort(columns):
     want = np.lexsort(columns[::-1])
-    assert np.array_equal(_stable_order(True, *columns), want)
-    assert np.array_equal(_stable_order(False, *columns), want)
+    assert np.array_equal(label_propagation.stable_order(*columns), want)
 
 
 def test_grouped_order_keeps_input_order_of_ties():
@@ -120,10 +97,13 @@ def _row_label_cases():
 
 
 @pytest.mark.parametrize("case", list(_row_label_cases()))
-def test_sum_row_labels_is_sum_pairs(case):
+def test_sum_row_labels_is_numpys_sum_per_pair(case):
     rows, labels, counts, num_rows = case
     got = lp_jit.sum_row_labels(rows, labels, counts, num_rows)
-    want = clustering._sum_pairs(rows, labels, counts)
+    order = np.lexsort((labels, rows))
+    a, b, w = rows[order], labels[order], counts[order]
+    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
+    want = a[first], b[first], np.add.reduceat(w, first)
     assert len(got) == len(want) == 3
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype == np.int64
@@ -135,16 +115,6 @@ def test_sum_row_labels_by_hand():
         np.array([1, 0, 1, 1]), np.array([9, 4, 2, 9]), np.array([1, 2, 3, 4]), 3
     )
     assert [a.tolist() for a in got] == [[0, 1, 1], [4, 2, 9], [2, 3, 5]]
-
-
-@pytest.mark.parametrize("method", ["lp", "random"])
-def test_partition_compiled_is_the_pinned_bytes(tmp_path, monkeypatch, method):
-    monkeypatch.setattr(label_propagation, "COMPILED_MIN_ENTRIES", 0)
-    monkeypatch.setattr(graph, "COMPILED_MIN_LOOKUPS", 0)
-    paths = digests.make_inputs(tmp_path)
-    pinned = json.loads(digests.DIGESTS.read_text())
-    assert paths["inputs_digest"] == pinned["inputs"]
-    assert digests.run_partition(paths, tmp_path, method) == pinned["partition"][method]
 
 
 def _lookup_cases():
@@ -169,12 +139,13 @@ def test_fingerprint_positions_are_searchsorted(case):
         assert np.array_equal(lookup_jit.positions(table, queries, b), want)
 
 
-def test_node_index_lookup_compiled(monkeypatch):
+def test_node_index_lookup_compiled():
     fp = np.sort(np.random.default_rng(1).integers(0, 1 << 63, 300, dtype=np.uint64))
     index = NodeIndex(0, 0, fp, 100)
     queries = np.concatenate([fp[::3], fp[:5] + np.uint64(1)])
-    want = index.lookup(queries)
-    monkeypatch.setattr(graph, "COMPILED_MIN_LOOKUPS", 0)
     got = index.lookup(queries)
-    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert want[1].sum() == 100
+    pos = np.minimum(np.searchsorted(fp, queries), len(fp) - 1)
+    assert np.array_equal(got[0], 100 + pos) and np.array_equal(got[1], fp[pos] == queries)
+    assert got[1].sum() == 100
+    empty = NodeIndex(0, 0, fp[:0], 0).lookup(queries)
+    assert not empty[1].any()

@@ -64,6 +64,18 @@ def test_messages_match_the_reference_cold_and_cached():
             )
 
 
+def test_cluster_messages_of_a_code_space_past_int64(monkeypatch):
+    """The way for (pair, label) codes that would not fit an int64: per neighbour key, the
+    compiled sum of each (row, label)'s count."""
+    rng = np.random.default_rng(6)
+    monkeypatch.setattr(clustering, "_INT64_END", 0)
+    for rows in (0, 1, 50, 700):
+        state = _shard(rng, rows, num_parts=3)
+        labels = rng.integers(0, 10**9, rows)
+        got = clustering.cluster_messages(clustering.ClusterShard(state, labels))
+        _assert_same(got, _reference(state, labels))
+
+
 def test_a_full_cache_keeps_its_shards_and_round_after_round_they_hit(monkeypatch):
     """Shards visited in turn, more than the budget holds: those cached stay cached and hit
     every round (evicting the least recently used would leave no hit at all); the rest are

@@ -103,3 +103,22 @@ def test_stage_label_and_summary_lines():
     assert "bad records: 5 (paper 5)" in lines
     assert "graph issues: 3 (nodes_not_in_node_set/author 1, seeds_not_in_node_set 2)" in lines
     assert lines[-1] == "time per stage (runner-reported): Sample/Assemble 2.5s"
+
+
+def test_progress_says_when_the_kernels_compile(tmp_path, monkeypatch):
+    """While a process of this machine holds the compile lock (a worker compiling the kernels
+    into a cold cache), the line says so instead of "subgraphs 0 (0/s)"."""
+    import fcntl
+
+    from sampler import jit_cache
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    stream = io.StringIO()
+    p = Progress(5, stream=stream)
+    assert "stage starting  subgraphs 0" in p.line()  # no lock file yet
+    with open(jit_cache.lock_path(), "a") as held:
+        assert "stage starting" in p.line()  # the lock is there, free
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert p.line().endswith("compiling the kernels (once per machine)")
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert "stage starting  subgraphs 0" in p.line()

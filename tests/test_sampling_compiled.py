@@ -1,9 +1,9 @@
-"""The fused sampling kernels (sampler/sample/dense_fused.py, sample_jit.py; issue 33) against
-the step-by-step path they replace (`dense.STEPS`), chunk by chunk, array by array.
+"""The dense sampling's compiled kernels (sampler/sample/dense.py, sample_jit.py) against the
+numpy step-by-step sampler they replaced (tests/kernel_oracles.py), chunk by chunk, array by
+array.
 
-The step path is the reference: its kernels are checked against numpy twins in
-tests/test_compiled_kernels.py, and both paths' records against digests recorded before any
-compiled code in tests/test_kernel_digests.py. Here the inputs aim at the corners: seeds
+The records of both are pinned by digests recorded before any compiled code
+(tests/test_kernel_digests.py). Here the inputs aim at the corners: seeds
 repeated and missing, rows without out-edges, frontiers that end up empty, chunks of one
 sample, every strategy (several ops on one edge set, so a source has edges of several ops),
 tied, zero, negative and NaN weights, sample sizes 1 and above every degree, both
@@ -20,12 +20,13 @@ import pytest
 
 from sampler import ids
 from sampler.arrays import expand_ranges
-from sampler.sample import assemble_jit, dense, dense_fused, in_memory, sample_jit
+from sampler.sample import dense, in_memory, sample_jit
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.sample.randomness import Randomness
 from sampler.schema import load_graph
 from sampler.tools import synthetic
+from tests import kernel_oracles as oracles
 
 SPECS = {
     "every strategy": """
@@ -111,11 +112,11 @@ def seed_ids(dg: dense.DenseGraph, plan) -> np.ndarray:
 
 
 def both(graph, plan, dg, seeds, seed: int):
-    """(steps, fused) chunks and counters of the same seeds."""
+    """(numpy, compiled) chunks and counters of the same seeds."""
     out = []
-    for steps in (dense.STEPS, dense.fused_steps()):
+    for sample in (oracles.sample_chunk_numpy, dense.sample_chunk_columns):
         counters = collections.Counter()
-        chunk = dense.sample_chunk_with(steps, graph, plan, dg, seeds, Randomness(seed), counters)
+        chunk = sample(graph, plan, dg, seeds, Randomness(seed), counters)
         out.append((chunk, counters))
     return out
 
@@ -142,7 +143,7 @@ def assert_same(want, got):
 @pytest.mark.parametrize("spec", list(SPECS))
 @pytest.mark.parametrize("aggregation", ["edge", "node"])
 @pytest.mark.parametrize("weights", ["given", "odd", "parallel"])
-def test_fused_is_the_step_path(graph, spec, aggregation, weights):
+def test_compiled_is_the_numpy_sampler(graph, spec, aggregation, weights):
     schema, specs = graph
     plan = make_plan(schema, specs[spec], aggregation)
     dg = in_memory.load_dense_graph(schema, plan)
@@ -194,7 +195,7 @@ def test_streams_are_randomness_streams():
 
 
 @pytest.mark.parametrize("n_rows", [3, 70, 5000])
-def test_unique_parts_is_unique_rows(n_rows):
+def test_unique_parts_is_numpy_unique(n_rows):
     """Both ways (flags for a small node set, stamps and a sort for a large one)."""
     rng = np.random.default_rng(n_rows)
     n_samples = 30
@@ -206,7 +207,8 @@ def test_unique_parts_is_unique_rows(n_rows):
         parts.append((bounds, rng.integers(0, n_rows, bounds[-1]).astype(np.int64)))
     sample = np.concatenate([np.repeat(np.arange(n_samples), np.diff(b)) for b, _ in parts])
     row = np.concatenate([r for _, r in parts])
-    want = assemble_jit.unique_rows(sample, row, n_samples, n_rows)
-    got = sample_jit.unique_parts(*dense_fused._stacked(parts), n_rows)
+    keys = np.unique(sample * n_rows + row)
+    want = np.searchsorted(keys // n_rows, np.arange(n_samples + 1)), keys % n_rows
+    got = sample_jit.unique_parts(*dense._stacked(parts), n_rows)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])

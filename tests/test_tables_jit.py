@@ -1,13 +1,12 @@
-"""Tables to a graph, compiled (issue 33): the compiled kernels of the id fingerprints, the
-fingerprint lookups of densify and the CSR build give exactly what their numpy twins give.
+"""Tables to a graph, compiled: the kernels of the id fingerprints, the fingerprint lookups of
+densify, the CSR build and the TFRecord framing give exactly what their oracles give
+(tests/kernel_oracles.py: the numpy and Python code they replaced).
 
-Each kernel is compared with its numpy twin (and the fingerprints with an independent
+Each kernel is compared with its oracle (and the fingerprints with an independent
 pure-Python FNV-1a + splitmix64) on the edge cases: nothing, ids of 0, 63, 64 and 65 bytes,
 unicode, duplicates, fingerprints that share their top bits (one crowded directory entry),
 a hub with thousands of edges (the stable-sort branch), parallel and fully equal edges (the
-order of ties), and targets missing from the node set. Then the records of
-tests/test_kernel_digests.py, pinned before any compiled kernel existed, are made again with
-every size threshold at 0, so the compiled paths (which only small graphs skip) make them.
+order of ties), and targets missing from the node set.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from sampler import ids, ids_jit, node_table
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.node_table import build_node_table
 from sampler.sample import adjacency, adjacency_jit, dense
+from tests import kernel_oracles as oracles
 from tests.test_long_ids import reference
 
 
@@ -43,31 +43,14 @@ def test_fingerprints_compiled_numpy_and_reference_agree(values):
     if values:
         data, offsets = _buffers(arr)
         np.testing.assert_array_equal(ids_jit.fingerprints(data, offsets), want)
-        np.testing.assert_array_equal(ids.fingerprint_numpy(data, offsets), want)
+        np.testing.assert_array_equal(oracles.fingerprint_numpy(data, offsets), want)
         sliced = arr.slice(1)  # offsets that do not start at 0
         np.testing.assert_array_equal(ids_jit.fingerprints(*_buffers(sliced)), want[1:])
     np.testing.assert_array_equal(ids.fingerprint(arr), want)
 
 
-def test_fingerprint_switches_to_the_compiled_pass_with_the_same_bits(monkeypatch):
-    values = [b"p%d" % i for i in range(5000)] + [f"ü{i}".encode() for i in range(10)]
-    arr = pa.array(values, pa.binary())
-    want = np.array([reference(v) for v in values], np.uint64)
-    monkeypatch.setattr(ids, "_COMPILE_AFTER_IDS", 1 << 62)
-    monkeypatch.setitem(ids.__dict__, "sys", _NoKernels())
-    np.testing.assert_array_equal(ids.fingerprint(arr), want)  # numpy
-    monkeypatch.setattr(ids, "_COMPILE_AFTER_IDS", -1)
-    np.testing.assert_array_equal(ids.fingerprint(arr), want)  # compiled
-
-
-class _NoKernels:
-    """A `sys` whose modules hold no kernel module: `ids._compiled` then counts ids."""
-
-    modules: dict = {}
-
-
 @pytest.mark.parametrize("n", [0, 1, 700])
-def test_row_fingerprint_compiled_is_numpy(monkeypatch, n):
+def test_row_fingerprint_compiled_is_numpy(n):
     rng = np.random.default_rng(n)
     columns = {
         "f": rng.standard_normal((n, 3)).astype(np.float32),  # 12 bytes: a padded word
@@ -75,17 +58,10 @@ def test_row_fingerprint_compiled_is_numpy(monkeypatch, n):
         "b": bytes_array([b"x%d" % (i % 7) for i in range(n)]),
         "v": np.repeat(rng.integers(0, 2, (n, 1)).astype(np.int8), 9, axis=1),  # 9 bytes
     }
-    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 1 << 62)
-    want = ids.row_fingerprint(columns, n)
-    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 0)
+    want = oracles.row_fingerprint_numpy(columns, n)
     np.testing.assert_array_equal(ids.row_fingerprint(columns, n), want)
     if n > 1:
         assert len(np.unique(want)) > 1
-
-
-def _lookup_numpy(table: np.ndarray, query: np.ndarray):
-    rows = NodeBatch(table, bytes_array([b""] * len(table)), {})
-    return node_table.NodeTable(rows, 0).lookup_numpy(query)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +87,7 @@ def test_find_sorted_is_numpy_search(table):
     )
     for q in (query, query[:0], np.repeat(table[:1], 4)):
         got_pos, got_found = ids_jit.find_sorted(table, q)
-        want_pos, want_found = _lookup_numpy(table, q)
+        want_pos, want_found = oracles.lookup_numpy(table, q)
         np.testing.assert_array_equal(got_pos, want_pos)
         np.testing.assert_array_equal(got_found, want_found)
 
@@ -143,11 +119,10 @@ def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
 @pytest.mark.parametrize(
     "n_edges,n_nodes,hub", [(0, 1, 0), (1, 1, 0), (300, 4, 0), (5000, 800, 2000)]
 )
-def test_build_adjacency_compiled_is_numpy(monkeypatch, n_edges, n_nodes, hub):
+def test_build_adjacency_compiled_is_numpy(n_edges, n_nodes, hub):
     edges = _edges(np.random.default_rng(n_edges + 1), n_edges, n_nodes, hub)
-    monkeypatch.setattr(adjacency, "_COMPILED_FROM", 0)
     got = adjacency.build_adjacency(edges, "weight")
-    want = adjacency.build_adjacency_numpy(edges, "weight")
+    want = oracles.build_adjacency_numpy(edges, "weight")
     for field in ("nodes", "starts", "degrees", "targets", "edge_keys", "weights"):
         a, b = getattr(got, field), getattr(want, field)
         assert a.dtype == b.dtype, field
@@ -161,35 +136,15 @@ def test_densify_compiled_is_numpy_with_missing_endpoints(monkeypatch):
     present = np.unique(np.concatenate([edges.src, edges.dst]))[::2]  # half the nodes missing
     rows = NodeBatch(present, bytes_array([b"%d" % i for i in range(len(present))]), {})
     table = build_node_table(rows)
-    adj = adjacency.build_adjacency_numpy(edges, "weight")
-
-    def run(threshold: int):
-        monkeypatch.setattr(node_table, "_COMPILED_FROM", threshold)
-        return dense._dense_adjacency(adj, table, table)
-
-    (got, got_dropped), (want, want_dropped) = run(0), run(1 << 62)
+    adj = adjacency.build_adjacency(edges, "weight")
+    got, got_dropped = dense._dense_adjacency(adj, table, table)
+    monkeypatch.setattr(
+        node_table.NodeTable, "lookup", lambda self, fps: oracles.lookup_numpy(self.rows.fp, fps)
+    )
+    want, want_dropped = dense._dense_adjacency(adj, table, table)
     assert got_dropped == want_dropped > 0
     for field in ("starts", "degrees", "targets", "edge_keys", "weights"):
         np.testing.assert_array_equal(getattr(got, field), getattr(want, field), err_msg=field)
-
-
-def test_the_pinned_records_with_every_table_kernel_compiled(monkeypatch, tmp_path):
-    """The digests of tests/kernel_digests.json (numpy kernels, before any compiled code), made
-    with the compiled fingerprints, lookups and CSR build at every size."""
-    import json
-
-    from tests import test_kernel_digests as digests
-
-    monkeypatch.setattr(adjacency, "_COMPILED_FROM", 0)
-    monkeypatch.setattr(node_table, "_COMPILED_FROM", 0)
-    monkeypatch.setattr(ids, "_COMPILE_AFTER_IDS", -1)
-    monkeypatch.setattr(ids, "_COMBINE_COMPILED_FROM", 0)
-    pinned = json.loads(digests.DIGESTS.read_text())
-    paths = digests.make_inputs(tmp_path)
-    for case in ("mixed-edge-s0", "mag-node-s3", "link-edge-neg2"):
-        assert digests.run_sample(paths, tmp_path, case, "InMemory") == pinned["samples"][case]
-    for method in ("lp", "metis"):
-        assert digests.run_partition(paths, tmp_path, method) == pinned["partition"][method]
 
 
 def test_crc32c_compiled_is_google_crc32c():
@@ -234,8 +189,8 @@ def test_frame_compiled_is_python(left):
         for pos in (0, 12 + 4 + 4, len(buf)):
             if pos > len(buf):
                 continue
-            got = tfrecord._frame_compiled(buf, pos, left)
-            want = tfrecord._frame_python(buf, pos, left)
+            got = tfrecord._frame(buf, pos, left)
+            want = oracles.frame_python(buf, pos, left)
             assert len(got) == len(want) == 5
             for a, b in zip(got[:4], want[:4], strict=True):
                 assert a.dtype == b.dtype
@@ -262,7 +217,7 @@ def test_record_framer_reads_the_same_either_way(monkeypatch, damage):
         buf[len(buf) // 3 : len(buf) // 3 + 8] = b"\x01" * 8
 
     def read(step):
-        monkeypatch.setattr(tfrecord, "_frame_step", lambda: step)
+        monkeypatch.setattr(tfrecord, "_frame", step)
         monkeypatch.setattr(tfrecord, "_READ_CHUNK", 4096)  # many refills
         bad, out = [], []
         try:
@@ -272,8 +227,9 @@ def test_record_framer_reads_the_same_either_way(monkeypatch, damage):
             out.append(str(e))
         return out, bad
 
-    want = read(tfrecord._frame_python)
-    assert read(tfrecord._frame_compiled) == want
+    compiled = tfrecord._frame
+    want = read(oracles.frame_python)
+    assert read(compiled) == want
     records, bad = want
     ended = bool(records) and isinstance(records[-1], str)
     assert ended == (damage in ("truncated", "length")), records[-1:]

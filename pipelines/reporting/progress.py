@@ -3,8 +3,10 @@
 * `CountOutput`: a pass-through step before Write that counts the subgraphs for the
   progress line. The records are not changed.
 * `Progress`: a context manager. Every `interval` seconds it prints one line to stderr,
-  `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`; on a terminal
-  the line is redrawn in place every second instead. The stage comes from the local
+  `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`, or
+  `progress: 12s  compiling the kernels (once per machine)` while a process of this machine
+  compiles them (sampler/jit_cache.py); on a terminal the line is redrawn in place every
+  second instead. The stage comes from the local
   runner's log of the bundle it runs; the count from `CountOutput` (same process), or
   from the runner's metrics for a remote job (whose stage is the job state). With
   `--direct_running_mode=multi_processing` the workers are other processes: the line
@@ -23,6 +25,8 @@ import threading
 import time
 
 import apache_beam as beam
+
+from sampler import jit_cache
 
 NAMESPACE = "sampler"
 _FN_RUNNER_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner"
@@ -131,6 +135,8 @@ class Progress:
         stage = self.stage
         if self.result is not None and stage == "starting":  # a remote job: its state
             stage = str(getattr(self.result, "state", stage))
+        elif jit_cache.compiling():  # a worker compiles the kernels (a cold cache: once)
+            return f"progress: {elapsed:5.0f}s  compiling the kernels (once per machine)"
         return f"progress: {elapsed:5.0f}s  stage {stage}  {self.what} {done:,} ({rate:,.0f}/s)"
 
     def _run(self) -> None:

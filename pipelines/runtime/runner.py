@@ -224,9 +224,6 @@ def check_gcp_credentials(argv: list[str]) -> None:
         ) from None
 
 
-INTERRUPTED_EXIT = exit_code(signal.SIGINT)  # 130, as a shell reports a Ctrl-C
-
-
 # Where a CLI writes (set by it once known), for the line run_main prints on Ctrl-C, and how
 # to remove its partial output when a signal comes after the body caught and dropped it.
 _OUTPUT: dict = {"folder": None, "remove": None}

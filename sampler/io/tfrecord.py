@@ -11,7 +11,6 @@ Python work is a few integer operations and one checksum call.
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Callable, Iterator
 
 import google_crc32c  # installed with apache-beam[gcp]
@@ -81,13 +80,12 @@ class RecordFramer:
         that stops the file or None). A record's length checksum is checked before the buffer
         is read on past it; `take` cuts the records at the first wrong one."""
         unpack_header = _HEADER.unpack_from
-        step = _frame_step()
         parts: list[tuple] = []
         count = 0
         error = None
         while count < need:
             buf, base = self.buf, self.base
-            local, *checked, pos = step(buf, self.pos, need - count)
+            local, *checked, pos = _frame(buf, self.pos, need - count)
             parts.append((local + base, *checked))
             count += len(local)
             self.pos = pos
@@ -164,68 +162,17 @@ def _concat(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _frame_python(buf: bytes, pos: int, left: int):
+def _frame(buf: bytes, pos: int, left: int):
     """Up to `left` whole records from buf[pos:] (header, data and data checksum all in buf):
     (the offset in buf of each one's data, its length, whether its length checksum is right,
-    whether its data checksum is right, the position after the last). The twin of the
-    compiled `sampler.io.tfrecord_jit.frame`."""
-    starts: list[int] = []
-    append, unpack_length, size = starts.append, _LENGTH.unpack_from, len(buf)
-    while left:
-        if pos + 12 > size:
-            break
-        end = pos + 12 + unpack_length(buf, pos)[0]
-        if end + 4 > size:
-            break
-        append(pos + 12)
-        pos = end + 4
-        left -= 1
-    # Each record's data ends 4 bytes before the next one's header.
-    ends = [*starts[1:], pos + 12]
-    crc = google_crc32c.value
-    data_crcs = [crc(buf[a : b - 16]) for a, b in zip(starts, ends[: len(starts)], strict=True)]
-    local = np.array(starts, np.int64)
-    lengths = _words(buf, local - 12, 8)
-    header_crcs = _words(buf, local - 4, 4)
-    # Header checksums: one per distinct length.
-    distinct = np.sort(lengths)  # (np.unique hashes, which is slower here)
-    distinct = distinct[np.concatenate([[True], distinct[1:] != distinct[:-1]])[: len(distinct)]]
-    expected = np.array(
-        [masked_crc(struct.pack("<Q", int(n))) for n in distinct.tolist()], np.int64
-    )
-    header_ok = expected[np.searchsorted(distinct, lengths)] == header_crcs
-    data_ok = _masked_array(np.array(data_crcs, np.int64)) == _words(buf, local + lengths, 4)
-    return local, lengths, header_ok, data_ok, pos
-
-
-def _frame_compiled(buf: bytes, pos: int, left: int):
+    whether its data checksum is right, the position after the last), in one compiled pass
+    (sampler/io/tfrecord_jit.py)."""
     jit = kernels("sampler.io.tfrecord_jit")
     *framed, pos = jit.frame(np.frombuffer(buf, np.uint8), pos, left, jit._TABLES)
     return (*framed, int(pos))
 
 
-def _frame_step():
-    """The compiled framing once this process has loaded compiled kernels (a sampling run,
-    or a table's first million ids: sampler.ids), else the Python twin (no numba loaded for
-    a few records). The same records, offsets and checksums either way."""
-    return _frame_compiled if "sampler.jit" in sys.modules else _frame_python
-
-
 _CORRUPT_LENGTH = "corrupt record length checksum (not a TFRecord file?)"
-
-
-def _masked_array(crc: np.ndarray) -> np.ndarray:
-    crc = crc.astype(np.uint64)
-    rotated = ((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(0xFFFFFFFF)
-    return ((rotated + np.uint64(0xA282EAD8)) & np.uint64(0xFFFFFFFF)).astype(np.int64)
-
-
-def _words(buf: bytes, at: np.ndarray, size: int) -> np.ndarray:
-    """The little-endian unsigned integer of `size` (4 or 8) bytes at each offset `at` of buf,
-    as int64 (a uint64 length past 2**63 wraps, and is then no record's length)."""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    raw = np.ascontiguousarray(data[at[:, None] + np.arange(size)])
-    return raw.view("<u4" if size == 4 else "<u8").reshape(-1).astype(np.int64)
 
 
 def _masked(crc: int) -> int:

@@ -1,9 +1,9 @@
 """Compiled kernel of TFRecord framing (sampler/io/tfrecord.py, `RecordFramer`): walks the
 record headers of a buffer and computes each record's data CRC32C, in one pass.
 
-The Python twin makes a few integer operations and one `google_crc32c.value` call per record
+In Python this is a few integer operations and one `google_crc32c.value` call per record
 (about 1.5 us); records of tables are small (tens to hundreds of bytes), so that call, not the
-checksum, was the reading's cost. The checksum here is CRC32C (Castagnoli, reflected, as
+checksum, would be the reading's cost. The checksum here is CRC32C (Castagnoli, reflected, as
 google_crc32c computes it) by slicing-by-8 tables.
 """
 
@@ -83,8 +83,8 @@ def _word(buf, at):
 def frame(buf, pos, left, tables):
     """Up to `left` whole records from buf[pos:]: (the offset in buf of each one's data, its
     length, whether its length checksum is right, whether its data checksum is right, the
-    position after the last), as the Python twin `sampler.io.tfrecord._frame_python` gives
-    them: a record counts when its header, data and data checksum are all in the buffer."""
+    position after the last): a record counts when its header, data and data checksum are
+    all in the buffer (tests/kernel_oracles.py has the same in Python)."""
     size = len(buf)
     cap = min(left, size // 16 + 1)
     starts = np.empty(cap, np.int64)
@@ -110,3 +110,9 @@ def frame(buf, pos, left, tables):
         pos = end + 4
         k += 1
     return starts[:k].copy(), lengths[:k].copy(), header_ok[:k].copy(), data_ok[:k].copy(), pos
+
+
+def warm() -> None:
+    """Compiles the kernel for the argument types the runs pass (sampler/jit_loader.py): a
+    read-only view of the file's bytes."""
+    frame(np.frombuffer(bytes(20), np.uint8), 0, 2, _TABLES)

@@ -92,36 +92,6 @@ def start_clusters(state: label_propagation.LPShard) -> ClusterShard:
 _INT64_END = int(np.iinfo(np.int64).max)
 
 
-def _sum_pairs(a: np.ndarray, b: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Distinct (a, b) pairs, sorted by a then b, with the sum of w over each."""
-    if len(a) == 0:
-        return a.astype(np.int64), b.astype(np.int64), w.astype(np.int64)
-    span = int(b.max()) + 1
-    weights = int(w.max()) + 1 if w.dtype == np.int64 and w.min() >= 0 else 0
-    if a.min() >= 0 and b.min() >= 0 and (int(a.max()) + 1) * span * weights < _INT64_END:
-        # One int64 code sorts like (a, b, w): a plain sort (twice as fast as argsort and
-        # a gather), and each pair's sum is of the w in its run of codes. Stable (timsort):
-        # cluster_propose's input is messages sorted each, which it merges 4x faster.
-        code = np.sort((a.astype(np.int64) * span + b) * weights + w, kind="stable")
-        pair, w = np.divmod(code, weights)
-        first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
-        pair = pair[first]
-        return pair // span, pair % span, np.add.reduceat(w, first)
-    if a.min() >= 0 and b.min() >= 0 and int(a.max()) < np.iinfo(np.int64).max // span - 1:
-        # One int64 key sorts like (a, b); the sums are of integers, so order within a
-        # pair does not matter and an unstable sort gives the same result as lexsort.
-        code = a.astype(np.int64) * span + b
-        order = np.argsort(code)
-        code = code[order]
-        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
-        pair = code[first]
-        return pair // span, pair % span, np.add.reduceat(w[order], first)
-    order = np.lexsort((b, a))
-    a, b, w = a[order], b[order], w[order]
-    first = np.flatnonzero(np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1])])
-    return a[first], b[first], np.add.reduceat(w, first)
-
-
 def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
     """[(neighbour shard key, rows, labels, counts)]: the labels this shard's nodes show
     to each neighbour shard, counted per (neighbour row, label)."""
@@ -140,15 +110,17 @@ def cluster_messages(shard: ClusterShard) -> list[tuple[int, np.ndarray, np.ndar
         counts = np.diff(np.r_[first, len(code)]).astype(np.int64)
         pair, label = np.divmod(code[first].astype(np.int64), len(unique))
         return label_propagation.split_by_key(pair_key[pair], pair_row[pair], unique[label], counts)
-    sender = np.repeat(shard.labels, np.diff(state.offsets))
+    sender = np.repeat(shard.labels, np.diff(state.offsets)).astype(np.int64)
     order = np.argsort(state.nbr_key, kind="stable")
     bounds = np.flatnonzero(np.diff(state.nbr_key[order])) + 1
     out = []
     for chunk in np.split(order, bounds) if len(order) else []:
-        rows, labels, counts = _sum_pairs(
-            state.nbr_row[chunk], sender[chunk], np.ones(len(chunk), np.int64)
+        rows = state.nbr_row[chunk].astype(np.int64)
+        ones = np.ones(len(chunk), np.int64)
+        counted = label_propagation.compiled().sum_row_labels(
+            rows, sender[chunk], ones, int(rows.max()) + 1
         )
-        out.append((int(state.nbr_key[chunk[0]]), rows, labels, counts))
+        out.append((int(state.nbr_key[chunk[0]]), *counted))
     return out
 
 
@@ -189,12 +161,10 @@ def cluster_propose(
     if not pieces:
         return []
     rows, labels, counts = (np.concatenate(x) for x in zip(*pieces, strict=True))
-    k = label_propagation.compiled(len(rows))
-    if k is not None and labels.min() >= 0 and counts.dtype == np.int64:
-        # A counting sort by row, then each row's few labels: no sort over the whole type.
-        rows, labels, counts = k.sum_row_labels(rows.astype(np.int64), labels, counts, n)
-    else:
-        rows, labels, counts = _sum_pairs(rows, labels, counts)
+    # A counting sort by row, then each row's few labels: no sort over the whole type.
+    k = label_propagation.compiled()
+    rows, labels, counts = (a.astype(np.int64, copy=False) for a in (rows, labels, counts))
+    rows, labels, counts = k.sum_row_labels(rows, labels, counts, n)
     own = labels == shard.labels[rows]
     own_count = np.zeros(n, np.int64)
     own_count[rows[own]] = counts[own]

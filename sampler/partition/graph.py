@@ -177,17 +177,11 @@ class NodeIndex:
         return (self.start + pos_c).astype(np.int64), found
 
 
-# Lookups of at least this many fingerprints go through lookup_jit.positions (the same
-# positions as np.searchsorted, in one or two steps instead of log2(table)); tests set 0.
-COMPILED_MIN_LOOKUPS = 1 << 14
-
-
 def _positions(table: np.ndarray, fps: np.ndarray) -> np.ndarray:
-    """np.searchsorted(table, fps) of a sorted uint64 table."""
-    small = len(fps) < COMPILED_MIN_LOOKUPS or len(table) < 2
-    if small or table.dtype != np.uint64 or fps.dtype != np.uint64:
-        return np.searchsorted(table, fps)
+    """np.searchsorted(table, fps) of a sorted uint64 table, in one or two steps per lookup
+    instead of log2(table) (sampler/partition/lookup_jit.py)."""
     bits = min(max(int(len(table) - 1).bit_length(), 1), 32)
+    table, fps = (np.ascontiguousarray(a, dtype=np.uint64) for a in (table, fps))
     return kernels("sampler.partition.lookup_jit").positions(table, fps, bits)
 
 
@@ -273,8 +267,3 @@ def rank_edges(
         dst_shard[order].astype(np.int64),
         take_features(features, order),
     )
-
-
-def nid_shard(starts_t: np.ndarray, nids: np.ndarray) -> np.ndarray:
-    """Node shard of original ids of one type, given that type's row of `shard_starts`."""
-    return (np.searchsorted(starts_t, nids, side="right") - 1).astype(np.int64)

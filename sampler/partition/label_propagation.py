@@ -83,16 +83,8 @@ def _lp_shard(key, gid_start, parts, classes, in_degree, token, narrowed, target
     )  # fmt: skip
 
 
-# Arrays of at least this many entries are sorted and counted by the compiled kernels of
-# lp_jit.py (counting sorts on bounded codes); smaller ones by numpy, without loading numba.
-# Both give the same arrays (tests/test_lp_kernels.py); tests set 0 to compile everything.
-COMPILED_MIN_ENTRIES = 1 << 14
-
-
-def compiled(entries: int):
-    """lp_jit's kernels for work over `entries` entries, or None (numpy)."""
-    if entries < COMPILED_MIN_ENTRIES:
-        return None
+def compiled():
+    """lp_jit's kernels: counting sorts on bounded codes, and per-segment passes over them."""
     return kernels("sampler.partition.lp_jit")
 
 
@@ -114,17 +106,15 @@ def stable_order(*columns: np.ndarray) -> np.ndarray:
     spans = [int(c.max()) + 1 for c in columns]
     if int(np.prod(spans, dtype=object)) >= np.iinfo(np.int64).max:
         return np.lexsort(columns[::-1])
-    k = compiled(len(columns[0]))
-    if k is not None:
-        bins, lead = 1, 0
-        while lead < len(spans) and bins * spans[lead] <= max(2 * len(columns[0]), 1 << 16):
-            bins *= spans[lead]
-            lead += 1
-        if lead:
-            major = _code(columns[:lead], spans[:lead])
-            rest = lead < len(columns)
-            minor = _code(columns[lead:], spans[lead:]) if rest else major
-            return k.grouped_order(major, minor, bins, rest)
+    bins, lead = 1, 0
+    while lead < len(spans) and bins * spans[lead] <= max(2 * len(columns[0]), 1 << 16):
+        bins *= spans[lead]
+        lead += 1
+    if lead:
+        major = _code(columns[:lead], spans[:lead])
+        rest = lead < len(columns)
+        minor = _code(columns[lead:], spans[lead:]) if rest else major
+        return compiled().grouped_order(major, minor, bins, rest)
     return np.argsort(_code(columns, spans), kind="stable")
 
 
@@ -179,15 +169,8 @@ def _counts_by_target(state: LPShard, parts: np.ndarray, num_parts: int) -> list
     source, group, pair_key, pair_row = by_target(state)
     if len(pair_key) * num_parts > DENSE_COUNTS * len(source) + DENSE_SLACK:
         return None
-    k = compiled(len(source))
-    if k is not None:  # one pass over the entries, a count per part of each pair
-        pair, part, count = k.segment_part_counts(group, source, parts, num_parts)
-    else:
-        code = group.astype(np.int64) * num_parts + parts[source]
-        counts = np.bincount(code, minlength=len(pair_key) * num_parts)
-        nonzero = np.flatnonzero(counts)
-        pair, part = np.divmod(nonzero, num_parts)
-        count = counts[nonzero]
+    # one pass over the entries, a count per part of each pair
+    pair, part, count = compiled().segment_part_counts(group, source, parts, num_parts)
     part_count = np.stack([part, count], axis=1)
     return split_by_key(pair_key[pair], pair_row[pair], part_count)
 

@@ -44,3 +44,8 @@ def positions(table, queries, bits):
             lo += 1
         out[i] = lo
     return out
+
+
+def warm() -> None:
+    """Compiles the kernel for the argument types the runs pass (sampler/jit_loader.py)."""
+    positions(np.zeros(2, np.uint64), np.zeros(1, np.uint64), 1)

@@ -149,3 +149,14 @@ def sum_row_labels(rows, labels, counts, num_rows):
             m += 1
             k = j
     return out_row[:m], out_label[:m], out_sum[:m]
+
+
+def warm() -> None:
+    """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py):
+    index widths int32 below 2**31 adjacency entries, else int64."""
+    one = np.zeros(1, np.int64)
+    for has_minor in (True, False):
+        grouped_order(one, one, 1, has_minor)
+    for small in (np.int32, np.int64):
+        segment_part_counts(one.astype(small), one.astype(small), one, 1)
+    sum_row_labels(one, one, one, 1)

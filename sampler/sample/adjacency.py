@@ -1,4 +1,4 @@
-"""CSR adjacency and node lookup tables for one shard of a graph (numpy only).
+"""CSR adjacency and node lookup tables for one shard of a graph.
 
 Out-edges of a node are kept in a canonical order, (target fp, content hash),
 so that a sampled position means the same edge whatever the input sharding.
@@ -11,7 +11,6 @@ import dataclasses
 import numpy as np
 
 from sampler import ids
-from sampler.arrays import sorted_unique_index
 from sampler.batches import (
     EdgeBatch,
     Seeds,
@@ -49,40 +48,14 @@ class Adjacency:
 
 
 def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
-    """Sorts edges by (source, target, content) and builds the CSR (compiled, or by its numpy
-    twin `build_adjacency_numpy` for a few edges: a process that only reads a small graph then
-    never loads numba)."""
+    """Sorts edges by (source, target, content) and builds the CSR (sampler/sample/adjacency_jit.py)."""
     n = len(edges)
-    if n < _COMPILED_FROM:
-        return build_adjacency_numpy(edges, weight_feature)
     content = ids.row_fingerprint(edges.features, n)
     jit = kernels("sampler.sample.adjacency_jit")
     src, dst = np.ascontiguousarray(edges.src), np.ascontiguousarray(edges.dst)
     order, src, targets = jit.csr_sort(src, dst, content)
     edge_keys, nodes, starts = jit.csr_rows(src, targets)
     return _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys)
-
-
-# Below this many edges the numpy twin builds the CSR (no compiler loaded for a small graph).
-_COMPILED_FROM = 1 << 16
-
-
-def build_adjacency_numpy(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
-    """The numpy twin of `build_adjacency` (the same Adjacency)."""
-    n = len(edges)
-    content = ids.row_fingerprint(edges.features, n)
-    order = np.lexsort((content, edges.dst, edges.src))
-    src, dst = edges.src[order], edges.dst[order]
-    # Rank among parallel edges (same source and target) so each edge has a key.
-    new_pair = np.ones(n, dtype=bool)
-    new_pair[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    pair_start = (
-        np.maximum.accumulate(np.where(new_pair, np.arange(n), 0)) if n else np.zeros(0, int)
-    )
-    rank = (np.arange(n) - pair_start).astype(np.uint64)
-    edge_keys = ids.combine(src, dst, rank)
-    nodes, starts = sorted_unique_index(src)
-    return _adjacency(edges, order, weight_feature, nodes, starts, dst, edge_keys)
 
 
 def _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys) -> Adjacency:

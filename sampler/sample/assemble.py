@@ -1,4 +1,5 @@
-"""Assembly kernel: turn per-sample node rows and edges into Subgraphs.
+"""The `sharded` placement's assembly: a bucket's per-sample node rows and edges into chunks of
+subgraphs.
 
 Deterministic: subgraphs come out sorted by sample id; within a node set the
 seed is node 0 and the other nodes follow in fingerprint order; edges follow
@@ -16,9 +17,10 @@ import numpy as np
 
 from sampler.arrays import expand_ranges, sorted_unique
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
-from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk, slice_subgraphs
+from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
 
 
@@ -58,58 +60,8 @@ def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(keys, kind="stable")
 
 
-def _bits(n: int) -> int:
-    return max(int(n).bit_length(), 1)
-
-
-def edge_order(s, src, dst, ekey) -> np.ndarray:
-    """Order by (sample, source index, target index, edge key); duplicates end up adjacent."""
-    if len(s) == 0:
-        return np.zeros(0, np.int64)
-    widths = [_bits(s.max()), _bits(src.max()), _bits(dst.max())]
-    if sum(widths) > 64:
-        return np.lexsort((ekey, dst, src, s))
-    composite = (
-        (s.astype(np.uint64) << np.uint64(widths[1] + widths[2]))
-        | (src.astype(np.uint64) << np.uint64(widths[2]))
-        | dst.astype(np.uint64)
-    )
-    # Stable (timsort): the edges come nearly in order (by sample, mostly by source), and
-    # timsort merges such runs several times faster than a quicksort sorts. The composites are
-    # distinct unless there are ties, handled below, so any sort gives the same order.
-    order = np.argsort(composite, kind="stable")
-    ordered = composite[order]
-    if np.any(ordered[1:] == ordered[:-1]):  # parallel edges: break ties by edge key
-        return np.lexsort((ekey, composite))
-    return order
-
-
-def unique_edges(s, src, dst, ekey) -> np.ndarray:
-    """Indices of the edges in output order (edge_order), each (sample, edge key) once."""
-    order = edge_order(s, src, dst, ekey)
-    s, ekey = s[order], ekey[order]
-    first = np.ones(len(s), dtype=bool)
-    first[1:] = (s[1:] != s[:-1]) | (ekey[1:] != ekey[:-1])
-    return order[first]
-
-
 def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
     return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
-
-
-def assemble(
-    graph: GraphInfo,
-    plan: SamplingPlan,
-    seeds: Seeds,
-    nodes: dict[str, list[SampleNodeRows]],
-    edges: dict[str, list[SampledEdges]],
-    counters: collections.Counter,
-) -> Iterator[Subgraph]:
-    """Yields one Subgraph per seed in `seeds` (all samples of one bucket)."""
-    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
-    yield from slice_subgraphs(
-        seeds.sample_id, seeds.seed_id, node_rows, edge_rows, counters, keep=has_seed
-    )
 
 
 def assemble_chunks(
@@ -121,11 +73,12 @@ def assemble_chunks(
     counters: collections.Counter,
     chunk_size: int = 512,
 ) -> Iterator[SubgraphChunk]:
-    """`assemble`'s subgraphs as SubgraphChunks of up to `chunk_size` samples, in the same
-    order, for the chunk encoder (sampler.sample.encode_chunk: the same records); the
-    `subgraphs` counter is left to the encoder's caller."""
-    seeds, node_rows, edge_rows, has_seed = _assembled(graph, plan, seeds, nodes, edges, counters)
-    yield from chunks_of(seeds, node_rows, edge_rows, np.flatnonzero(has_seed), chunk_size)
+    """One bucket's subgraphs (one per seed whose node was found) as SubgraphChunks of up to
+    `chunk_size` samples, in sample id order, for the chunk encoder; the `subgraphs` counter
+    is left to the encoder's caller."""
+    out = assembled(graph, plan, seeds, nodes, edges, counters)
+    kept = np.flatnonzero(out.has_seed)
+    yield from chunks_of(out.seeds, out.node_rows, out.edge_rows, kept, chunk_size)
 
 
 def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int):
@@ -153,14 +106,6 @@ def _sample_ranges(bounds: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray,
     lengths = (bounds[samples + 1] - bounds[samples]).astype(np.int64)
     _, positions = expand_ranges(bounds[samples].astype(np.int64), lengths)
     return positions, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-def _assembled(graph, plan, seeds: Seeds, nodes, edges, counters):
-    """(seeds in sample id order, node rows, edge rows, has seed) of one bucket: node set ->
-    (NodeBatch, bounds) and edge set -> ((2, n) local indices, features, bounds), rows grouped
-    by sample (sampler.sample.subgraph.slice_subgraphs)."""
-    out = assembled(graph, plan, seeds, nodes, edges, counters)
-    return out.seeds, out.node_rows, out.edge_rows, out.has_seed
 
 
 class Assembled(typing.NamedTuple):
@@ -236,10 +181,13 @@ def assembled(
         if plan.aggregation == EDGE:  # node aggregation filters candidates here by design
             counters["edges_with_missing_endpoint"] += int((ok & ~(ok_src & ok_dst)).sum())
         keep = np.flatnonzero(ok & ok_src & ok_dst)
-        s, src, dst, ekey = s[keep], src[keep], dst[keep], batch.edge_key[keep]
-        chosen = unique_edges(s, src, dst, ekey)
-        s, src, dst, keep = s[chosen], src[chosen], dst[chosen], keep[chosen]
+        s, src, dst = (np.ascontiguousarray(a[keep], np.int64) for a in (s, src, dst))
+        # by (sample, source, target, edge key), each (sample, edge key) once
+        chosen, bounds = kernels("sampler.sample.assemble_jit").unique_edges(
+            s, src, dst, np.ascontiguousarray(batch.edge_key[keep]), node_rows[info.source][1]
+        )
+        src, dst, keep = src[chosen], dst[chosen], keep[chosen]
         features = {f: col[keep] for f, col in batch.features.items()}
-        edge_rows[name] = (np.stack([src, dst]), features, group_bounds(s, n_samples))
+        edge_rows[name] = (np.stack([src, dst]), features, bounds)
 
     return Assembled(by_id, seeds, node_rows, edge_rows, has_seed, index)

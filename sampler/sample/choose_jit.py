@@ -1,6 +1,4 @@
-"""Compiled `choose` of the dense sampling path: the same picks, in the same order, as
-`sampler.sample.sampling.choose`, in one pass per frontier row instead of numpy passes
-over the whole frontier.
+"""`choose`: the out-edges each frontier row picks, for every placement, in one pass per row.
 
 The draws are those of `sampler.sample.randomness` (`ids_jit.draw` is `ids.draws`, bit for
 bit). RANDOM_WEIGHTED's logarithm stays numpy's `np.log` (a compiled log may round
@@ -94,7 +92,7 @@ def _top(start, degree, offset, score, k, finite_only):
         total += min(degree[i], k)
     rows = np.empty(total, np.int64)
     pos = np.empty(total, np.int64)
-    key = np.empty(max(k, 1), np.float64)
+    key = np.empty(max(min(k, total), 1), np.float64)  # (a huge k holds no more than total)
     o = 0
     for i in range(n):
         m = 0  # entries held, sorted best first in key/pos[o : o + m]
@@ -130,7 +128,13 @@ def choose(
     strategy: str,
     weights: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`sampler.sample.sampling.choose`, compiled: (row index, position) of the picks."""
+    """Picks out-edges for rows with out-edges [start, start + degree): (row index, position),
+    per row in draw order (RANDOM_UNIFORM: rows at or below sample_size first, every edge,
+    then Floyd's picks of the others), or best first (TOP_K, RANDOM_WEIGHTED: the highest
+    weight, or log(u)/weight; ties by position). `stream` holds each row's stream key."""
+    if weights is not None:  # read-only, as a mapped graph's are: one compiled signature
+        weights = weights.view()
+        weights.flags.writeable = False
     start = np.ascontiguousarray(start, dtype=np.int64)
     degree = np.ascontiguousarray(degree, dtype=np.int64)
     stream = np.ascontiguousarray(stream, dtype=np.uint64)
@@ -146,6 +150,15 @@ def choose(
         u, w = _draws_and_weights(start, degree, stream, weights)
         with np.errstate(divide="ignore", invalid="ignore"):
             score = np.where(w > 0, np.log(np.maximum(u, 2.0**-60)) / w, -np.inf)
+        score.flags.writeable = False
         offset = np.cumsum(degree) - degree
         return _top(start, degree, offset, score, k, True)
     raise ValueError(f"unsupported strategy {strategy}")
+
+
+def warm() -> None:
+    """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py)."""
+    start, degree = np.array([0, 2], np.int64), np.array([2, 3], np.int64)
+    stream, weights = np.array([1, 2], np.uint64), np.array([1.0, 2, 3, 4, 5])
+    for strategy in (RANDOM_UNIFORM, TOP_K, RANDOM_WEIGHTED):
+        choose(start, degree, stream, sample_size=1, strategy=strategy, weights=weights)

@@ -1,30 +1,35 @@
-"""Sampling with the whole graph in memory, on dense row indices (numpy only).
+"""Sampling with the whole graph in memory, on dense row indices: the in-memory sampler's and
+the `worker` and `topology` placements' (node and link seeds).
 
-Node tables are sorted by fingerprint, so a node's row is its rank by
-fingerprint; adjacency lists are indexed by source row and point at target
-rows. This is the fast path used by the in-memory sampler and by the Beam
-pipeline's `worker` placement. It makes exactly the same choices as the
-fingerprint-keyed kernels of the `sharded` placement (`sampling.py`,
-`assemble.py`): same random streams, same canonical neighbour order, same
-output order.
+Node tables are sorted by fingerprint, so a node's row is its rank by fingerprint; adjacency
+lists are indexed by source row and point at target rows; the graph's arrays go to the
+kernels read-only (built here or mapped from a snapshot: one compiled signature). It makes exactly the same choices
+as the fingerprint-keyed kernels of the `sharded` placement (`sampling.py`, `assemble.py`):
+same random streams, same canonical neighbour order, same output order.
+
+A chunk of seeds is sampled by the compiled kernels of sampler/sample/sample_jit.py: per op,
+one kernel goes from the frontier (the op's distinct (sample, row) inputs with out-edges) to
+its picks and their targets; per edge set, one goes from the picks to the ordered,
+deduplicated (source, target) output positions and adjacency positions, sample by sample.
+tests/test_sampling_compiled.py checks them against the numpy step-by-step sampler they
+replaced (tests/kernel_oracles.py).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import typing
 
 import numpy as np
 
-from sampler.arrays import expand_ranges
+from sampler.arrays import expand_ranges, read_only
 from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.plan import NODE, SamplingPlan
+from sampler.sample.plan import NODE, RANDOM_UNIFORM, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
@@ -116,38 +121,163 @@ def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
     return dense, int(len(keep) - keep.sum())
 
 
-def _assemble_jit():
-    return kernels("sampler.sample.assemble_jit")  # compiled (sampler/jit.py)
+def _jit():
+    return kernels("sampler.sample.sample_jit")
 
 
 def _int64(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
-def _unique_pairs(sample, row, n_samples: int, n_rows: int):
-    """The distinct (sample, row) pairs sorted by sample then row: (sample, row, bounds)."""
-    bounds, rows = _assemble_jit().unique_rows(_int64(sample), _int64(row), n_samples, n_rows)
-    return np.repeat(np.arange(n_samples), np.diff(bounds)), rows, bounds
+def _stacked(parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """Parts (bounds per sample, rows) as unique_parts' (P, n + 1) bounds and their rows."""
+    offsets = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+    bounds = np.stack([p[0] + o for p, o in zip(parts, offsets, strict=True)])
+    return _int64(bounds), _int64(np.concatenate([p[1] for p in parts]))
 
 
-class _Members:
-    """The (sample, row) pairs of one node set in a chunk, and their output positions:
-    per sample the seed first, then the other rows in row (= fingerprint) order."""
+def seed_part(n_samples: int, seed_rows: np.ndarray):
+    """A part: (bounds per sample, node rows); sample s produced rows[bounds[s]:bounds[s+1]]."""
+    return np.arange(n_samples + 1, dtype=np.int64), _int64(seed_rows)
 
-    def __init__(self, sample: np.ndarray, row: np.ndarray, n_rows: int, n_samples: int, seed_row):
+
+class Picks(typing.NamedTuple):
+    """An op's picks per frontier row: row f (sample fs[f], node row fr[f]) picked the
+    adjacency positions pos[bounds[f] : bounds[f + 1]], whose targets are the node rows
+    tr[bounds[f] : bounds[f + 1]]; fbounds: the frontier rows of each sample."""
+
+    fs: np.ndarray
+    fr: np.ndarray
+    fbounds: np.ndarray
+    bounds: np.ndarray
+    pos: np.ndarray
+    tr: np.ndarray
+
+    def targets(self) -> tuple[np.ndarray, np.ndarray]:
+        """The op's part: (bounds per sample, target rows)."""
+        return self.bounds[self.fbounds], self.tr
+
+    def ends(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sample, source row, target row) of every pick."""
+        owner = np.repeat(np.arange(len(self.fs)), np.diff(self.bounds))
+        return self.fs[owner], self.fr[owner], self.tr
+
+    def without(self, drop: np.ndarray) -> Picks:
+        """The same picks less those where `drop` (one flag per pick) is set."""
+        owner = np.repeat(np.arange(len(self.fs)), np.diff(self.bounds))[~drop]
+        bounds = np.zeros(len(self.fs) + 1, np.int64)
+        np.cumsum(np.bincount(owner, minlength=len(self.fs)), out=bounds[1:])
+        return self._replace(bounds=bounds, pos=self.pos[~drop], tr=self.tr[~drop])
+
+
+def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness) -> Picks:
+    """One sampling op over the parts its inputs produced: the frontier is their distinct
+    (sample, row) pairs with out-edges, in (sample, row) order; each row draws from its own
+    stream (sampler.sample.randomness)."""
+    jit = _jit()
+    n_rows = len(dg.nodes[op.source].rows)
+    adj = dg.adjacency[op.edge_set]
+    bounds, rows = jit.unique_parts(*_stacked(parts), n_rows)
+    starts, degrees, targets, fp = (
+        read_only(a) for a in (adj.starts, adj.degrees, adj.targets, dg.nodes[op.source].rows.fp)
+    )
+    fs, fr, fbounds = jit.live_frontier(bounds, rows, degrees)
+    prefix = randomness.stream_prefix(op.key)
+    keys = np.ascontiguousarray(sample_keys, dtype=np.uint64)
+    if op.strategy == RANDOM_UNIFORM:
+        out = jit.pick_uniform(
+            fs, fr, starts, degrees, targets, keys, fp, prefix, int(op.sample_size)
+        )
+        return Picks(fs, fr, fbounds, *out)
+    stream = jit.streams(fs, fr, keys, fp, prefix)
+    rows, pos = kernels("sampler.sample.choose_jit").choose(
+        adj.starts[fr],
+        adj.degrees[fr],
+        stream,
+        sample_size=op.sample_size,
+        strategy=op.strategy,
+        weights=adj.weights,
+    )
+    out = jit.picks_by_row(_int64(rows), _int64(pos), len(fs), targets)
+    return Picks(fs, fr, fbounds, *out)
+
+
+class Members:
+    """A node set's distinct (sample, row) pairs in a chunk, from the parts that produced
+    them, and their output positions: per sample the seed first, then by row (= fingerprint)."""
+
+    def __init__(self, parts: list, n_rows: int, n_samples: int, seed_row):
         self.n_rows = n_rows
-        self.sample, self.row, self.bounds = _unique_pairs(sample, row, n_samples, n_rows)
+        if parts:
+            self.bounds, self.row = _jit().unique_parts(*_stacked(parts), n_rows)
+        else:
+            self.bounds, self.row = np.zeros(n_samples + 1, np.int64), np.zeros(0, np.int64)
         has_seed = seed_row is not None
         seed = _int64(seed_row) if has_seed else np.zeros(n_samples, np.int64)
-        self.local, self.order = _assemble_jit().member_positions(
+        self.local, self.order = kernels("sampler.sample.assemble_jit").member_positions(
             self.bounds, self.row, seed, has_seed
         )
 
-    def find(self, sample: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Output position of each (sample, row), and whether it is a member."""
-        return _assemble_jit().find(
-            self.bounds, self.row, self.local, _int64(sample), _int64(row), self.n_rows
-        )
+    @property
+    def sample(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.bounds) - 1), np.diff(self.bounds))
+
+    def find(self, sample: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """The output position of each (sample, row), all members."""
+        keys = self.sample * self.n_rows + self.row  # ascending: by sample, then row
+        return self.local[np.searchsorted(keys, sample * self.n_rows + row)]
+
+
+class Induced(typing.NamedTuple):
+    """Node aggregation's candidates: every out-edge of every member (sample, row)."""
+
+    fs: np.ndarray
+    fr: np.ndarray
+
+    def picks(self, adj: DenseAdjacency) -> Picks:
+        """The same edges as Picks (to filter them)."""
+        degrees = adj.degrees[self.fr]
+        bounds = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
+        pos = expand_ranges(adj.starts[self.fr], degrees)[1]
+        return Picks(self.fs, self.fr, None, bounds, _int64(pos), adj.targets[pos])
+
+
+def induced(graph: GraphInfo, members: dict[str, Members]) -> dict:
+    return {
+        name: [Induced(_int64(members[info.source].sample), members[info.source].row)]
+        for name, info in graph.edge_sets.items()
+    }
+
+
+def edge_rows(adj: DenseAdjacency, parts: list, sources: Members, targets: Members):
+    """An edge set's rows of a chunk from its picks (or node aggregation's candidates):
+    ordered by (sample, source, target, edge key), each (sample, edge key) once, as
+    ((2, m) output positions, features, bounds per sample), in one kernel."""
+    empty = np.zeros(0, np.int64)
+    if parts and isinstance(parts[0], Induced):
+        (part,) = parts
+        fs, fr = part.fs, part.fr
+        lo = adj.starts[fr]
+        hi = lo + adj.degrees[fr]
+        picks, identity = empty, True
+    elif parts:
+        offsets = np.cumsum([0] + [len(p.pos) for p in parts])
+        fs = np.concatenate([p.fs for p in parts])
+        fr = np.concatenate([p.fr for p in parts])
+        lo = np.concatenate([p.bounds[:-1] + o for p, o in zip(parts, offsets, strict=False)])
+        hi = np.concatenate([p.bounds[1:] + o for p, o in zip(parts, offsets, strict=False)])
+        picks, identity = np.concatenate([p.pos for p in parts]), False
+    else:
+        fs = fr = lo = hi = picks = empty
+        identity = False
+    part_bounds = np.cumsum([0] + [len(p.fs) for p in parts]).astype(np.int64)
+    edges, pos, bounds = _jit().chunk_edges(
+        *(fs, fr, lo, hi, picks, identity, part_bounds, len(sources.bounds) - 1),
+        *(sources.bounds, sources.row, sources.local, sources.n_rows),
+        *(targets.bounds, targets.row, targets.local, targets.n_rows),
+        *(read_only(adj.targets), read_only(adj.edge_keys)),
+    )
+    return edges, take_features(adj.features, pos), bounds
 
 
 def sample_chunk_columns(
@@ -158,190 +288,38 @@ def sample_chunk_columns(
     randomness: Randomness,
     counters: collections.Counter,
 ) -> SubgraphChunk:
-    """The subgraphs of a chunk of seeds as one SubgraphChunk (samples in the order of
-    `seeds`, less those whose seed is not in the seed node set), by the fused compiled
-    kernels (sampler/sample/dense_fused.py)."""
-    steps = fused_steps() if FUSED else STEPS
-    return sample_chunk_with(steps, graph, plan, dg, seeds, randomness, counters)
-
-
-@functools.cache
-def fused_steps() -> Steps:
-    """The fused compiled stages (sampler/sample/dense_fused.py, which does not import this
-    module: no import circle) as the Steps of sample_chunk_with."""
-    from sampler.sample import dense_fused
-
-    return Steps(
-        dense_fused.seed_part,
-        dense_fused.sample_op,
-        dense_fused.Members,
-        dense_fused.induced,
-        dense_fused.edge_rows,
-    )
-
-
-FUSED = True  # False: the step-by-step path (STEPS below), the fused kernels' reference twin
-
-
-class Steps(typing.NamedTuple):
-    """The ways of the stages of sample_chunk_with: the seeds' part (the (sample, node row)
-    pairs an op produces, in the form these Steps keep them), an op's picks (with
-    `.targets(adj)`, its part), a node set's members from its parts, node aggregation's
-    candidate edges, an edge set's rows."""
-
-    seed_part: typing.Callable
-    sample_op: typing.Callable
-    members: typing.Callable
-    induced: typing.Callable
-    edge_rows: typing.Callable
-
-
-def _step_members(parts: list, n_rows: int, n_samples: int, seed_row) -> _Members:
-    s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-    r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
-    return _Members(s, r, n_rows, n_samples, seed_row)
-
-
-def _step_edge_rows(adj: DenseAdjacency, parts: list, sources: _Members, targets: _Members):
-    s, src, pos = _picked_edges(parts, sources)
-    dst, ok = targets.find(s, adj.targets[pos])
-    s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-    return chunk_edges(adj, s, src, dst, pos, sources)
-
-
-def sample_chunk_with(
-    steps: Steps,
-    graph: GraphInfo,
-    plan: SamplingPlan,
-    dg: DenseGraph,
-    seeds: Seeds,
-    randomness: Randomness,
-    counters: collections.Counter,
-) -> SubgraphChunk:
-    """sample_chunk_columns with the given Steps (the same records either way)."""
-    seed_table = dg.nodes[plan.seed_set]
-    seed_rows, found = seed_table.lookup(seeds.node)
+    """The subgraphs of a chunk of seeds as one SubgraphChunk: samples in the order of
+    `seeds`, less those whose seed is not in the seed node set."""
+    seed_rows, found = dg.nodes[plan.seed_set].lookup(seeds.node)
     counters["seeds_not_in_node_set"] += int((~found).sum())
     seeds = seeds.take(np.flatnonzero(found))
     seed_rows = seed_rows[found]
     n = len(seeds)
-    produced = {plan.seed_op: steps.seed_part(n, seed_rows)}
+    produced = {plan.seed_op: seed_part(n, seed_rows)}
     picked = collections.defaultdict(list)
     for op in plan.ops:
-        parts = [produced[name] for name in op.inputs]
-        step = steps.sample_op(dg, op, parts, seeds.sample, randomness)
+        step = sample_op(dg, op, [produced[name] for name in op.inputs], seeds.sample, randomness)
         picked[op.edge_set].append(step)
-        produced[op.name] = step.targets(dg.adjacency[op.edge_set])
+        produced[op.name] = step.targets()
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op] for op in produced if plan.output_set(op) == name]
         seed_row = seed_rows if name == plan.seed_set else None
-        members[name] = steps.members(parts, len(table.rows), n, seed_row)
+        members[name] = Members(parts, len(table.rows), n, seed_row)
     if plan.aggregation == NODE:
-        picked = steps.induced(graph, dg, members)
-    edge_rows = {}
-    for name, info in graph.edge_sets.items():
-        parts = picked.get(name, [])
-        edge_rows[name] = steps.edge_rows(
-            dg.adjacency[name], parts, members[info.source], members[info.target]
+        picked = induced(graph, members)
+    edges = {
+        name: edge_rows(
+            dg.adjacency[name], picked.get(name, []), members[info.source], members[info.target]
         )
-    node_rows = {
+        for name, info in graph.edge_sets.items()
+    }
+    return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows(dg, members), edges)
+
+
+def node_rows(dg: DenseGraph, members: dict[str, Members]) -> dict[str, NodeRowsOfChunk]:
+    """Each node set's rows of a chunk, in output order."""
+    return {
         name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
         for name, m in members.items()
     }
-    return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
-
-
-def chunk_edges(adj: DenseAdjacency, s, src, dst, pos, sources: _Members):
-    """An edge set's rows of a chunk from its edges (sample, source and target output
-    positions, adjacency position): ordered by (sample, source, target, edge key), each
-    (sample, edge key) once, as ((2, m) indices, features, bounds)."""
-    chosen, bounds = _assemble_jit().unique_edges(
-        _int64(s), _int64(src), _int64(dst), adj.edge_keys[pos], sources.bounds
-    )
-    src, dst, pos = src[chosen], dst[chosen], pos[chosen]
-    return np.stack([src, dst]), take_features(adj.features, pos), bounds
-
-
-def _induced(graph: GraphInfo, dg: DenseGraph, members: dict[str, _Members]) -> dict:
-    """Node aggregation: every out-edge of every member node (filtered by target later)."""
-    picked = {}
-    for name, info in graph.edge_sets.items():
-        adj = dg.adjacency[name]
-        m = members[info.source]
-        rows, positions = expand_ranges(adj.starts[m.row], adj.degrees[m.row])
-        picked[name] = [_Picked(m.sample, m.row, rows, positions)]
-    return picked
-
-
-class _Picked(typing.NamedTuple):
-    """Edges picked from a frontier: edge i leaves frontier row `rows[i]` at `positions[i]`."""
-
-    frontier_sample: np.ndarray  # sample index of each frontier row
-    frontier_row: np.ndarray  # node row of each frontier row
-    rows: np.ndarray
-    positions: np.ndarray  # positions in the edge set's adjacency
-
-    def targets(self, adj: DenseAdjacency) -> tuple[np.ndarray, np.ndarray]:
-        """(sample index, target row) of every picked edge: the op's output nodes."""
-        return self.frontier_sample[self.rows], adj.targets[self.positions]
-
-    def without(self, drop: np.ndarray) -> _Picked:
-        """The same edges less those where `drop` (one flag per picked edge) is set."""
-        return self._replace(rows=self.rows[~drop], positions=self.positions[~drop])
-
-
-def sample_op(
-    dg: DenseGraph,
-    op,
-    parts: list[tuple[np.ndarray, np.ndarray]],
-    sample_keys: np.ndarray,
-    randomness: Randomness,
-) -> _Picked:
-    """One sampling op over the (sample index, node row) pairs its inputs produced.
-
-    The frontier is their union without duplicates, in (sample, row) order; rows without
-    out-edges drop out; each remaining row draws from its own stream (sampler.sample.randomness).
-    """
-    s, r, _ = _unique_pairs(
-        np.concatenate([p[0] for p in parts]),
-        np.concatenate([p[1] for p in parts]),
-        len(sample_keys),
-        len(dg.nodes[op.source].rows),
-    )
-    adj = dg.adjacency[op.edge_set]
-    degree = adj.degrees[r]
-    live = np.flatnonzero(degree > 0)
-    s, r = s[live], r[live]
-    stream = randomness.stream(op.key, sample_keys[s], dg.nodes[op.source].rows.fp[r])
-    rows, positions = kernels("sampler.sample.choose_jit").choose(
-        adj.starts[r],
-        degree[live],
-        stream,
-        sample_size=op.sample_size,
-        strategy=op.strategy,
-        weights=adj.weights,
-    )
-    return _Picked(s, r, rows, positions)
-
-
-def _picked_edges(parts: list[_Picked], sources: _Members):
-    """(sample, output position of the source node, adjacency position) of every picked edge.
-
-    A source's position is looked up once per frontier row, not once per edge (a frontier
-    row has up to sample_size edges, or its whole degree under node aggregation)."""
-    if not parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s, src = [], []
-    for p in parts:
-        local, _ = sources.find(p.frontier_sample, p.frontier_row)
-        s.append(p.frontier_sample[p.rows])
-        src.append(local[p.rows])
-    return np.concatenate(s), np.concatenate(src), np.concatenate([p.positions for p in parts])
-
-
-def _step_seed_part(n_samples: int, seed_rows: np.ndarray):
-    return np.arange(n_samples), seed_rows
-
-
-STEPS = Steps(_step_seed_part, sample_op, _step_members, _induced, _step_edge_rows)

@@ -1,4 +1,4 @@
-"""Compiled kernels of the chunk encoder (sampler.sample.encode_compiled): the lengths of
+"""Compiled kernels of the chunk encoder (sampler/sample/encode_chunk.py): the lengths of
 every record's list payloads, and each record's bytes written whole in one pass, into its
 bytes object (`write_into`) or into a buffer (`write_records`).
 
@@ -6,19 +6,20 @@ A payload source is one of (each record i owns the values k in [bounds[i], bound
 value k being the table row `rows[k]`, or `row0 + k` when `rows` is empty):
   fixed   rows of `row_bytes` bytes of a uint8 buffer (float32 features, copied as they are)
   varint  rows of `width` int64 values, each written as a varint (int64 features, indices)
-  ragged  byte ranges data[offsets[r]:offsets[r + 1]] (framed ids, bytes features, any body
-          the numpy encoder built)
+  ragged  byte ranges data[offsets[r]:offsets[r + 1]] (framed ids and bytes features)
 Varints of int64 are those of their two's complement uint64, as protobuf writes them.
 """
 
 from __future__ import annotations
+
+import ctypes
 
 import numpy as np
 from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sampler.jit import njit
+from sampler.jit import DISABLED, njit
 
 _SEVEN = np.uint64(7)
 _LOW = np.uint64(0x7F)
@@ -169,13 +170,38 @@ _uint8_pointer, _int64_pointer = _pointer_to(types.uint8), _pointer_to(types.int
 
 
 @njit
+def _uint8_at(address, count):
+    return carray(_uint8_pointer(address), count)
+
+
+@njit
+def _int64_at(address, count):
+    return carray(_int64_pointer(address), count)
+
+
+if DISABLED:  # NUMBA_DISABLE_JIT=1: numba's intrinsics as Python (the kernels run as Python)
+
+    def _memcpy(dst, dst_at, src, src_at, count):
+        dst[dst_at : dst_at + count] = src[src_at : src_at + count]
+
+    def _at(address, count, kind):
+        return np.ctypeslib.as_array((kind * count).from_address(address))
+
+    def _uint8_at(address, count):
+        return _at(int(address), int(count), ctypes.c_uint8)
+
+    def _int64_at(address, count):
+        return _at(int(address), int(count), ctypes.c_int64)
+
+
+@njit
 def _uint8s(arrays, slot):
-    return carray(_uint8_pointer(arrays[slot, 0]), arrays[slot, 1])
+    return _uint8_at(arrays[slot, 0], arrays[slot, 1])
 
 
 @njit
 def _int64s(arrays, slot):
-    return carray(_int64_pointer(arrays[slot, 0]), arrays[slot, 1])
+    return _int64_at(arrays[slot, 0], arrays[slot, 1])
 
 
 @njit
@@ -264,7 +290,26 @@ def write_into(addresses, sizes, total, params, prefixes, arrays, heads):
     storage of a new bytes object), in one pass (_put_record), nothing past its end.
     Returns the first record whose length is not sizes[i], or -1."""
     for i in range(len(addresses)):
-        out = carray(_uint8_pointer(addresses[i]), sizes[i])
+        out = _uint8_at(addresses[i], sizes[i])
         if _put_record(out, 0, sizes[i], i, total, params, prefixes, arrays, heads) != sizes[i]:
             return i
     return -1
+
+
+def warm() -> None:
+    """Compiles each kernel for the argument types the encoder passes (sampler/jit_loader.py):
+    one record of one entry with no payload, written into a buffer and into place."""
+    i64 = np.array([0, 1], np.int64)
+    varint_lengths(i64)
+    frozen = i64.view()
+    frozen.flags.writeable = False  # (the values: read-only, as a mapped table's)
+    varint_payloads(frozen, 1, i64[:0], 0, i64)
+    index_payloads(i64, i64, i64 + 2)
+    ragged_payloads(i64, i64[:0], 0, i64)
+    params = np.array([[NONE, 0x0A, 0, 0, 1, -1, -1, -1, 0, -1, 0]], np.int64)
+    prefix, arrays = np.zeros(1, np.uint8), np.zeros((0, 2), np.int64)
+    heads, total = np.zeros((1, 4, 1), np.int64), np.array([6], np.int64)
+    out = np.zeros(64, np.uint8)
+    write_records(out, 0, 0, 1, i64, total, params, prefix, arrays, heads)
+    address = np.array([out.__array_interface__["data"][0]], np.int64)
+    write_into(address, np.array([8], np.int64), total, params, prefix, arrays, heads)

@@ -16,7 +16,6 @@ import numpy as np
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
 from sampler.io.read_common import BadRecord
-from sampler.jit_loader import kernels
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.dense import DenseGraph, densify, sample_chunk_columns
@@ -45,10 +44,6 @@ def load_tables(
 
     Without `on_bad` the first bad row fails the run; with it, each bad row is passed to
     `on_bad(set name, BadRecord)` in file order (schema order, then rows), and skipped."""
-
-    # Sampling loads the compiled kernels anyway: loaded first, they fingerprint the ids of
-    # every batch (sampler.ids.fingerprint), not only those after the first million.
-    kernels("sampler.ids_jit")
 
     def read(file: tuple[str, str, str, str]) -> tuple[str, str, list, list]:
         kind, name, _, _ = file

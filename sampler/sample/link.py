@@ -1,8 +1,8 @@
-"""Link-prediction sampling: one subgraph per seed edge (and per negative), numpy only.
+"""Link-prediction sampling: one subgraph per seed edge (and per negative).
 
 A `symmetric_link_seed_op` seeds with edges of one edge set (`--seed_edge_set`). The ops whose
 input is the seed op expand from both endpoints, each in its node set; the rest of the spec
-runs as for node seeds, with the dense kernels' helpers (`sampler.sample.dense`).
+runs as for node seeds, with the dense kernels (`sampler.sample.dense`).
 
 Output, in TF-GNN's structured readout convention (as `add_readout` of
 tensorflow_gnn/experimental/sampler/link_samplers.py builds it): a node set `_readout` of one
@@ -50,15 +50,9 @@ import numpy as np
 from sampler import ids
 from sampler.arrays import expand_ranges
 from sampler.batches import NodeBatch, bytes_array
+from sampler.sample import dense
 from sampler.sample.adjacency import Adjacency
-from sampler.sample.dense import (
-    DenseGraph,
-    _induced,
-    _Members,
-    _picked_edges,
-    chunk_edges,
-    sample_op,
-)
+from sampler.sample.dense import DenseGraph
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness, draw
 from sampler.sample.subgraph import NodeRowsOfChunk, Subgraph, SubgraphChunk
@@ -247,11 +241,11 @@ def negative_draws(sample: np.ndarray, k: int, n_targets: int, randomness: Rando
     return keys, dst, index
 
 
-def _without_seed_edges(picked, exclusions, edge_set: str, adj):
-    """`picked` less the edges that are a seed edge of their own sample (see _Exclusions)."""
-    sample, targets = picked.targets(adj)
-    source = picked.frontier_row[picked.rows]
-    return picked.without(exclusions.mask(edge_set, sample, source, targets))
+def _without_seed_edges(picks: dense.Picks, exclusions, edge_set: str) -> dense.Picks:
+    """`picks` less the edges that are a seed edge of their own sample (see _Exclusions)."""
+    if edge_set not in exclusions.pairs:
+        return picks
+    return picks.without(exclusions.mask(edge_set, *picks.ends()))
 
 
 def sample_link_chunk_columns(
@@ -292,49 +286,42 @@ def sample_link_chunk_columns(
     )
     seed_ids = bytes_array(_pair_ids(dg, plan, src_rows, dst_rows))
     exclusions = _Exclusions(graph, plan, src_rows, dst_rows, not keep_seed_edges)
-    sample_all = np.arange(n)
-    seed_parts = {link.source: [(sample_all, src_rows)]}
-    seed_parts.setdefault(link.target, []).append((sample_all, dst_rows))
+    seed_parts = {link.source: [dense.seed_part(n, src_rows)]}
+    seed_parts.setdefault(link.target, []).append(dense.seed_part(n, dst_rows))
     produced: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     picked = collections.defaultdict(list)
     for op in plan.ops:
         parts = []
         for name in op.inputs:
             parts.extend(seed_parts[op.source] if name == plan.seed_op else [produced[name]])
-        adj = dg.adjacency[op.edge_set]
-        step = sample_op(dg, op, parts, keys, randomness)
-        step = _without_seed_edges(step, exclusions, op.edge_set, adj)
+        step = dense.sample_op(dg, op, parts, keys, randomness)
+        step = _without_seed_edges(step, exclusions, op.edge_set)
         picked[op.edge_set].append(step)
-        produced[op.name] = step.targets(adj)
+        produced[op.name] = step.targets()
     members = {}
     for name, table in dg.nodes.items():
         parts = [produced[op.name] for op in plan.ops if op.target == name]
         parts += seed_parts.get(name, [])
-        s = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-        r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, np.int64)
         seed_row = src_rows if name == link.source else dst_rows if name == link.target else None
-        members[name] = _Members(s, r, len(table.rows), n, seed_row)
+        members[name] = dense.Members(parts, len(table.rows), n, seed_row)
     if plan.aggregation == NODE:
-        picked = _induced(graph, dg, members)
+        picked = dense.induced(graph, members)
     edge_rows = {}
     for name, info in graph.edge_sets.items():
         adj = dg.adjacency[name]
-        parts = [_without_seed_edges(p, exclusions, name, adj) for p in picked.get(name, [])]
-        s, src, pos = _picked_edges(parts, members[info.source])
-        dst, ok = members[info.target].find(s, adj.targets[pos])
-        s, src, dst, pos = s[ok], src[ok], dst[ok], pos[ok]
-        edge_rows[name] = chunk_edges(adj, s, src, dst, pos, members[info.source])
+        parts = picked.get(name, [])
+        if name in exclusions.pairs and parts and isinstance(parts[0], dense.Induced):
+            parts = [part.picks(adj) for part in parts]
+        parts = [_without_seed_edges(p, exclusions, name) for p in parts]
+        edge_rows[name] = dense.edge_rows(adj, parts, members[info.source], members[info.target])
     one_each = np.arange(n + 1)
     for name, end, rows in (
         (READOUT_SOURCE, link.source, src_rows),
         (READOUT_TARGET, link.target, dst_rows),
     ):
-        local, _ = members[end].find(sample_all, rows)
+        local = members[end].find(np.arange(n), rows)
         edge_rows[name] = (np.stack([local, np.zeros(n, np.int64)]), {}, one_each)
-    node_rows = {
-        name: NodeRowsOfChunk(dg.nodes[name].rows, m.row[m.order], m.bounds)
-        for name, m in members.items()
-    }
+    node_rows = dense.node_rows(dg, members)
     node_rows[READOUT] = NodeRowsOfChunk(
         NodeBatch(keys, sample_ids, {LABEL: labels}), None, one_each
     )

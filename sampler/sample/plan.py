@@ -57,12 +57,6 @@ class SamplingPlan:
     aggregation: str  # EDGE or NODE
     link: LinkSeed | None = None  # set for a symmetric_link_seed_op
 
-    def seed_sets(self) -> tuple[str, ...]:
-        """The node sets the seed op yields nodes of (two for a link seed of two sets)."""
-        if self.link is None:
-            return (self.seed_set,)
-        return tuple(dict.fromkeys((self.link.source, self.link.target)))
-
     def output_set(self, op_name: str) -> str:
         """The node set an op's sampled nodes belong to."""
         if op_name == self.seed_op:

@@ -1,15 +1,15 @@
-"""Fused compiled kernels of the dense sampling (sampler/sample/dense_fused.py): one pass per
+"""Fused compiled kernels of the dense sampling (sampler/sample/dense.py): one pass per
 op from its frontier to the picked edges and their targets, and one pass per edge set from
 the picks to the chunk's ordered, deduplicated edges.
 
 The picks of an op are kept per frontier row (CSR: row f picked `pos[pick_bounds[f] :
 pick_bounds[f + 1]]`), in frontier order, so that they come grouped by sample; the edge
 kernel then works sample by sample with the sample's members in two small look-up tables
-and its edges in buffers that stay in the CPU caches, where the step-by-step path
-(`dense.sample_chunk_columns_steps`) made a dozen passes over (sample, edge) arrays of the
+and its edges in buffers that stay in the CPU caches, where numpy's step-by-step
+sampling (tests/kernel_oracles.py) makes a dozen passes over (sample, edge) arrays of the
 whole chunk. The draws are those of sampler/sample/randomness.py (`ids_jit.mix` and `draw`
 are `ids.mix` and `ids.draws` bit for bit); tests/test_sampling_compiled.py compares the
-two paths, tests/test_kernel_digests.py pins the records.
+two, tests/test_kernel_digests.py pins the records.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sampler.jit import njit
 def unique_parts(bounds, rows, n_rows):
     """The distinct rows of each sample, ascending, over parts that hold their rows by
     sample: part p's rows of sample s are rows[bounds[p, s] : bounds[p, s + 1]]. Returns
-    (bounds per sample, rows), as `assemble_jit.unique_rows` of the (sample, row) pairs.
+    (bounds per sample, rows): the sorted distinct (sample, row) pairs, by sample.
 
     Per sample: a flag per node row and a scan of the flagged blocks of 64 when the node set
     is small next to the sample's rows, else stamps and a sort of the distinct rows."""
@@ -234,14 +234,13 @@ def chunk_edges(
 ):
     """An edge set's edges of a chunk: ((2, m) source and target output positions, adjacency
     positions, bounds per sample), ordered by (sample, source, target, edge key, input), each
-    (sample, edge key) once, edges whose target is not a member dropped: what
-    `dense._picked_edges`, `_Members.find` and `dense.chunk_edges` give.
+    (sample, edge key) once, edges whose target is not a member dropped.
 
     Frontier row f (sample fs[f], node row fr[f]) picked the adjacency positions
     picks[lo[f]:hi[f]] (or lo[f]..hi[f] themselves when `identity`); the frontier rows are
     the parts' rows one after the other (part p: part_bounds[p]..part_bounds[p + 1]), each
     part in sample order. The members of the source and target node sets are given as
-    `unique_rows`' (bounds, rows) and `member_positions`' local positions, with the
+    `unique_parts`' (bounds, rows) and `member_positions`' local positions, with the
     number of rows of each node set.
 
     Per sample: each frontier row's edges (one source) are sorted by (target, edge key) as
@@ -359,3 +358,30 @@ def chunk_edges(
         edges[0, q] = out[q]
         edges[1, q] = out[total + q]
     return edges, out_pos[:o].copy(), bounds
+
+
+def warm() -> None:
+    """Compiles each kernel for the argument types sampler/sample/dense.py passes
+    (sampler/jit_loader.py): the graph's arrays read-only, the chunk's writable."""
+
+    def graph(a):
+        a = a.copy()
+        a.flags.writeable = False
+        return a
+
+    i64 = np.array([0, 1], np.int64)
+    keys = np.array([1, 2], np.uint64)
+    for n_rows in (2, 1000):  # flags and stamps
+        bounds, rows = unique_parts(np.array([[0, 1, 2]], np.int64), i64, n_rows)
+    degrees, fp = graph(np.array([1, 1], np.int64)), graph(keys)
+    fs, fr, _ = live_frontier(bounds, rows, degrees)
+    streams(fs, fr, keys, fp, np.uint64(3))
+    starts, targets = graph(i64), graph(i64)
+    picks, pos, _ = pick_uniform(fs, fr, starts, degrees, targets, keys, fp, np.uint64(3), 1)
+    picks_by_row(i64.copy(), i64.copy(), 2, targets)
+    local = np.zeros(2, np.int64)
+    for identity in (False, True):
+        chunk_edges(
+            *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
+            *(bounds, rows, local, 2, bounds, rows, local, 2, targets, graph(keys)),
+        )

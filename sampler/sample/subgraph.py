@@ -112,3 +112,36 @@ def slice_subgraphs(
             )
         counters["subgraphs"] += 1
         yield Subgraph(sample_ids[i], seed_ids[i], node_sets, edge_sets)
+
+
+def chunk_of(subgraphs: list[Subgraph]) -> SubgraphChunk:
+    """Subgraphs as one SubgraphChunk, in order (for the chunk encoder): a set a subgraph
+    does not have is a set of no rows there."""
+    from sampler.batches import NodeBatch
+
+    def offsets(counts) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def joined(parts, field: str) -> dict[str, np.ndarray]:
+        names = {name for p in parts for name in getattr(p, field)}
+        return {name: np.concatenate([getattr(p, field)[name] for p in parts]) for name in names}
+
+    node_rows, edge_rows = {}, {}
+    for name in sorted({name for s in subgraphs for name in s.node_sets}):
+        parts = [s.node_sets.get(name) for s in subgraphs]
+        given = [p for p in parts if p is not None]
+        ids = np.concatenate([np.asarray(p.ids, dtype=object) for p in given])
+        batch = NodeBatch(np.zeros(len(ids), np.uint64), ids, joined(given, "features"))
+        counts = [0 if p is None else len(p.ids) for p in parts]
+        node_rows[name] = NodeRowsOfChunk(batch, None, offsets(counts))
+    for name in sorted({name for s in subgraphs for name in s.edge_sets}):
+        parts = [s.edge_sets.get(name) for s in subgraphs]
+        given = [p for p in parts if p is not None]
+        index = np.stack(
+            [np.concatenate([getattr(p, end) for p in given]) for end in ("source", "target")]
+        )
+        counts = [0 if p is None else len(p.source) for p in parts]
+        edge_rows[name] = (index, joined(given, "features"), offsets(counts))
+    sample_ids = np.array([s.sample_id for s in subgraphs] or [], dtype=object)
+    seed_ids = np.array([s.seed_id for s in subgraphs] or [], dtype=object)
+    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows)

@@ -29,7 +29,7 @@ from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes
 from sampler.beam.packing import packed, unpacked
 from sampler.memory import release_free_memory
 from sampler.sample.assemble import assemble_chunks, lookup_rows
-from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
 from sampler.sample.randomness import Randomness
@@ -102,28 +102,10 @@ class SizeCounters:
         self._sums = collections.Counter()
 
 
-BATCH_BYTES = 16 << 20  # a batch of records is written once it holds this many bytes
-
-
-def encoded_batches(bucket: int, subgraphs, specs, sizes, batch: int = 512):
-    """(bucket, chunk, [serialized tf.Example]) batches of at most `batch` records and about
-    BATCH_BYTES, in the order the subgraphs come (the shards concatenate them in that order,
-    so the batch sizes do not change the output)."""
-    records, chunk, size = [], 0, 0
-    for subgraph in subgraphs:
-        sizes.add(subgraph)
-        records.append(encode_subgraph(subgraph, specs))
-        size += len(records[-1])
-        if len(records) == batch or size >= BATCH_BYTES:
-            yield bucket, chunk, records
-            records, chunk, size = [], chunk + 1, 0
-    if records:
-        yield bucket, chunk, records
-
-
 def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
-    """encoded_batches for SubgraphChunks (sampler.sample.encode_chunk: the same records, the
-    same `output_nodes/`, `output_edges/` and `subgraphs` counts); one batch per chunk."""
+    """(bucket, chunk, [serialized tf.Example]) of SubgraphChunks (sampler.sample.encode_chunk),
+    one batch per chunk, in the order of the chunks (the shards concatenate them in that
+    order); counts `output_nodes/`, `output_edges/` and `subgraphs`."""
     for chunk_index, chunk in enumerate(chunks):
         sizes.add_chunk(chunk)
         counters["subgraphs"] += len(chunk)

@@ -36,10 +36,12 @@ from sampler.beam.sample.sharded import (
     count_received,
 )
 from sampler.errors import UserError
-from sampler.sample.encode import encode_specs, encode_subgraph
+from sampler.sample.encode import encode_specs
+from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
+from sampler.sample.subgraph import chunk_of
 from sampler.sample.topology import (
     FeatureRows,
     MissingFeatureRows,
@@ -136,7 +138,7 @@ class _Fill(beam.DoFn):
             filled = fill_features(subgraphs, joined, specs)
         except MissingFeatureRows as e:
             raise UserError(f"{e}: {LOST_ROWS}") from None
-        yield bucket, chunk, [encode_subgraph(s, self._specs) for s in filled]
+        yield bucket, chunk, encode_chunk(chunk_of(filled), self._specs)
 
 
 Part = tuple[tuple[int, int], bytes]
