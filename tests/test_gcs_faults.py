@@ -1,10 +1,12 @@
 """gs:// failures against a real GCS JSON API server (gcp-storage-emulator) and a fault-injecting
 proxy in front of it (tests/gcs_fault_proxy.py): every failure ends in one line naming the path,
-the server and the cause.
+the server and the cause, within the deadline that BEAM_GRAPH_GCS_RETRY_S names.
 
 * Errors the server answers (a bucket that does not exist, an object that does not exist, a 403
   on an upload or a download) and object names the tool does not take ('#', '?'): one line,
   exit 2, no traceback, on both runners and in partition and stats.
+* The deadline: with the server stopped (SIGSTOP) or every request left unanswered, the line
+  comes within the deadline (plus a margin for a loaded machine) of the server's stop.
 
 The CLIs run in their own processes, as a user runs them (tests/test_gcs_emulator.py).
 """
@@ -12,8 +14,12 @@ The CLIs run in their own processes, as a user runs them (tests/test_gcs_emulato
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +28,11 @@ from pipelines import sample as sample_cli
 from tests.gcs_fault_proxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parents[1]
+DEADLINE_S = 4  # BEAM_GRAPH_GCS_RETRY_S of the deadline runs
+# What a line may take beyond the deadline: the run's clean-up (each request after the deadline
+# is one short try) and a loaded machine. Before, it came after 60 s (a request's own timeout)
+# at the least.
+MARGIN_S = 8
 
 
 def cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -184,3 +195,97 @@ def test_object_names_with_hash_or_question_mark_are_one_line(graph, gcs_emulato
         assert path in line and "'#' or '?'" in line, line
     assert not gcs_emulator.names("b/with#hash"), "something was written"
     assert not gcs_emulator.names("b/odd"), "something was written"
+
+
+# ------------------------------------------------------------------ the deadline
+
+
+class TimedLines:
+    """The stderr lines of a process with the monotonic time each arrived."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.lines: list[tuple[float, str]] = []
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def join(self) -> None:
+        self._thread.join(timeout=10)
+
+
+def run_until_stopped(args: list[str], env: dict, emulator, stop, resume, out: str, after: str,
+                      wait_s: float = DEADLINE_S + MARGIN_S + 20):  # fmt: skip
+    """Starts the CLI, stops the server with `stop()` once the run has written an object under
+    `out` whose name matches `after`, and returns (exit code, [(seconds after the stop, line)])
+    (the progress lines left out; the exit's time is the last, with line None); the server is
+    resumed. A run still going `wait_s` after the stop is killed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines = TimedLines(proc)
+    try:
+        deadline = time.monotonic() + 120
+        while not [n for n in emulator.names(out + "/") if re.search(after, n)]:
+            assert proc.poll() is None, "\n".join(line for _, line in lines.lines)[-3000:]
+            assert time.monotonic() < deadline, f"the run never wrote {after}"
+            time.sleep(0.05)
+        stopped = time.monotonic()
+        stop()
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+        ended = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        resume()
+    lines.join()
+    shown = [(at - stopped, line) for at, line in lines.lines if not line.startswith("progress:")]
+    return proc.returncode, [*shown, (ended - stopped, None)]
+
+
+def assert_line_within_deadline(code: int, lines, server: str, bucket: str) -> float:
+    """One line naming a path of the run (what it was reading or writing when the server
+    stopped: an input table, the output), the server and the cause, within the deadline."""
+    lines = lines[:-1]  # the exit's time
+    text = "\n".join(f"{at:6.1f} s  {line}" for at, line in lines)
+    assert code == 2 and len(lines) == 1, f"exit {code}:\n{text[-4000:]}"
+    at, line = lines[0]
+    assert line.startswith("error: ") and f"gs://{bucket}/" in line and server in line, line
+    assert "did not answer in time" in line, line
+    assert at < DEADLINE_S + MARGIN_S, f"the line came {at:.1f} s after the server stopped"
+    print(f"the line came {at:.1f} s after the server stopped (deadline {DEADLINE_S} s): {line}")
+    return at
+
+
+def test_a_stopped_server_ends_the_run_within_the_deadline(graph, gcs_emulator):
+    """SIGSTOP of the server while the pipeline (the default Beam runner) writes."""
+    _, remote = graph
+    out = "d/stopped"
+    pid = gcs_emulator.process.pid
+    code, lines = run_until_stopped(
+        sample_args(remote, gcs_emulator.gs(f"{out}/samples@2")),
+        gcs_emulator.env(BEAM_GRAPH_GCS_RETRY_S=str(DEADLINE_S)), gcs_emulator,
+        stop=lambda: os.kill(pid, signal.SIGSTOP), resume=lambda: os.kill(pid, signal.SIGCONT),
+        out=out, after=r"/\.temp-samples-[^/]+/graph/part-",
+    )  # fmt: skip
+    assert_line_within_deadline(code, lines, gcs_emulator.url, gcs_emulator.bucket)
+
+
+def test_stalled_requests_end_the_run_within_the_deadline(graph, gcs_emulator, through, proxy):
+    """Every request left unanswered (the proxy reads it and says nothing), --runner InMemory."""
+    _, remote = graph
+    out = "d/stalled"
+    code, lines = run_until_stopped(
+        sample_args(remote, gcs_emulator.gs(f"{out}/samples@2"), "--runner", "InMemory"),
+        through(BEAM_GRAPH_GCS_RETRY_S=str(DEADLINE_S)), gcs_emulator,
+        stop=lambda: proxy.add("stall"), resume=proxy.clear, out=out,
+        after=r"/\.beam_graph_manifest\.json$",
+    )  # fmt: skip
+    assert_line_within_deadline(code, lines, proxy.url, gcs_emulator.bucket)

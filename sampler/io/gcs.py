@@ -5,11 +5,13 @@
   `gcp-storage-emulator`). It takes no credentials: Beam is told at once that there are none
   (an anonymous client), instead of retrying Google's default credentials for about 20 s in
   every process (the CLI, each SDK worker).
-* **Bounded retry.** The GCS client retries a lost connection (no network, a DNS failure, a
-  server gone) for 120 s per call, and a run makes many calls: a run without network
-  retried for many minutes without a word. Here one outage is retried for at most
-  `BEAM_GRAPH_GCS_RETRY_S` seconds (default 30) per process, over all its calls; then the
-  error reaches the CLI, which reports it in one line (`network_error_line`).
+* **A deadline.** The GCS client retries a lost connection (no network, a DNS failure, a
+  server gone) for 120 s per call, waits 60 s for each request's answer, and a run makes
+  many calls: a run without network, or whose server stopped answering, went on for many
+  minutes without a word. Here one outage is waited for at most `BEAM_GRAPH_GCS_RETRY_S`
+  seconds (default 30) per process, over all its calls and in every layer that retries or
+  waits (sampler.io.gcs_deadline); then the error reaches the CLI, which reports it in one
+  line naming the path, the server and the cause (`error_line`).
 * **Errors the server answers** (a bucket or object that does not exist, a 403, a 5xx that
   retries did not cure) read as one line too (`failure_reason`), as do object names with
   '#' or '?' (`check_object_name`), refused before any request.
@@ -30,12 +32,11 @@ import contextlib
 import os
 import re
 import sys
-import time
 from http import HTTPStatus
 
+from sampler.io.gcs_deadline import DEFAULT_RETRY_S, RETRY_ENV, retry_seconds  # noqa: F401
+
 EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
-RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
-DEFAULT_RETRY_S = 30.0
 
 _DONE = {"bounded": False, "anonymous": False}
 
@@ -45,17 +46,8 @@ def emulator_host() -> str | None:
     return os.environ.get(EMULATOR_HOST) or None
 
 
-def retry_seconds() -> float:
-    """How long one GCS call retries a lost connection (BEAM_GRAPH_GCS_RETRY_S, default 30)."""
-    try:
-        value = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
-    except ValueError:
-        return DEFAULT_RETRY_S
-    return value if value > 0 else DEFAULT_RETRY_S
-
-
 def prepare() -> None:
-    """Anonymous credentials when an emulator is set; every GCS retry bounded (see above).
+    """Anonymous credentials when an emulator is set; every GCS wait bounded (see above).
 
     Only in a process that has loaded Beam: every GCS access goes through Beam's FileSystems,
     whose callers import it first (sampler.io.files, the pipeline's construction, an SDK
@@ -66,59 +58,18 @@ def prepare() -> None:
     if _DONE["bounded"] and (_DONE["anonymous"] or not emulator_host()):
         return
     try:
-        from google.api_core import retry as api_retry
-        from google.cloud.storage import retry as storage_retry
+        import google.cloud.storage  # noqa: F401 - only whether it is installed
     except ImportError:  # no GCS support installed: Beam reports that itself
         return
     # Set by the CLIs (pipelines.runtime.runner.run_main), inherited by their local workers.
     if not _DONE["bounded"] and RETRY_ENV in os.environ:
+        from sampler.io import gcs_deadline
+
         _DONE["bounded"] = True
-        _bound_retries(api_retry, storage_retry)
+        gcs_deadline.install()
     if not _DONE["anonymous"] and emulator_host():
         _DONE["anonymous"] = True
         _anonymous_credentials()
-
-
-def _bound_retries(api_retry, storage_retry) -> None:
-    """Caps the timeout of the GCS client's retry objects that Beam and the storage library
-    bind as defaults (module constants and default arguments alike, so they are changed in
-    place)."""
-    seconds = retry_seconds()
-    policies = [storage_retry.DEFAULT_RETRY]
-    try:
-        from apache_beam.io.gcp import gcsio_retry
-
-        policies.append(gcsio_retry.DEFAULT_RETRY_WITH_THROTTLING_COUNTER)
-    except ImportError:
-        pass
-    for policy in policies:
-        if isinstance(policy, api_retry.Retry):
-            if (policy._timeout or 1e9) > seconds:
-                policy._timeout = seconds
-                if hasattr(policy, "_deadline"):
-                    policy._deadline = seconds
-            policy._predicate = _within_outage_budget(policy._predicate)
-
-
-_OUTAGE = {"start": None, "last": None}
-
-
-def _within_outage_budget(predicate):
-    """`predicate`, and no retry once this process has seen retryable errors for
-    retry_seconds() without a pause: one outage is retried for that long in all, not that long
-    per call (a run without network makes many calls: each would wait again). A gap of twice
-    that between errors starts a new outage."""
-
-    def should_retry(error) -> bool:
-        if not predicate(error):
-            return False
-        now = time.monotonic()
-        if _OUTAGE["last"] is None or now - _OUTAGE["last"] > 2 * retry_seconds():
-            _OUTAGE["start"] = now
-        _OUTAGE["last"] = now
-        return now - _OUTAGE["start"] < retry_seconds()
-
-    return should_retry
 
 
 def _anonymous_credentials() -> None:
