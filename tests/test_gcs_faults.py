@@ -5,6 +5,8 @@ the server and the cause, within the deadline that BEAM_GRAPH_GCS_RETRY_S names.
 * Errors the server answers (a bucket that does not exist, an object that does not exist, a 403
   on an upload or a download) and object names the tool does not take ('#', '?'): one line,
   exit 2, no traceback, on both runners and in partition and stats.
+* The output marker on gs://: reading back the run's own marker may fail (a 404 once, a 503
+  every time, no answer); that is not "another run is writing there", and the marker goes.
 * The deadline: with the server stopped (SIGSTOP) or every request left unanswered, the line
   comes within the deadline (plus a margin for a loaded machine) of the server's stop.
 
@@ -33,6 +35,7 @@ DEADLINE_S = 4  # BEAM_GRAPH_GCS_RETRY_S of the deadline runs
 # is one short try) and a loaded machine. Before, it came after 60 s (a request's own timeout)
 # at the least.
 MARGIN_S = 8
+MARKER = ".beam_graph_run.json"
 
 
 def cli(*args: str, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -195,6 +198,50 @@ def test_object_names_with_hash_or_question_mark_are_one_line(graph, gcs_emulato
         assert path in line and "'#' or '?'" in line, line
     assert not gcs_emulator.names("b/with#hash"), "something was written"
     assert not gcs_emulator.names("b/odd"), "something was written"
+
+
+# ------------------------------------------------------------------ the output marker
+
+
+def marker_download(folder: str) -> str:
+    """The proxy's path pattern of the download of `folder`'s marker (after the run wrote it)."""
+    return rf"{folder}/\.beam_graph_run\.json\?.*alt=media"
+
+
+def test_a_marker_read_back_that_fails_once_is_read_again(graph, gcs_emulator, through, proxy):
+    _, remote = graph
+    out = "c/once"
+    proxy.add("404", method="GET", path=marker_download(out), times=1)
+    result = cli(*sample_args(remote, gcs_emulator.gs(f"{out}/samples@2"), "--runner",
+                              "InMemory"), env=through())  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert proxy.first("404") is not None, proxy.seen
+    names = gcs_emulator.names(out + "/")
+    assert f"{out}/run_summary.json" in names and f"{out}/{MARKER}" not in names, names
+
+
+@pytest.mark.parametrize("fault", ["503", "stall"])
+def test_a_marker_that_cannot_be_read_back_is_one_line_and_goes(
+    fault, graph, gcs_emulator, through, proxy
+):
+    """Every read of the run's own marker fails: one line naming the marker and the cause
+    (never "another run is writing there": there is none), within the deadline, and the
+    marker the run wrote is removed."""
+    _, remote = graph
+    out = f"c/{fault}"
+    proxy.add(fault, method="GET", path=marker_download(out))
+    start = time.monotonic()
+    result = cli(*sample_args(remote, gcs_emulator.gs(f"{out}/samples@2"), "--runner",
+                              "InMemory"), env=through(BEAM_GRAPH_GCS_RETRY_S=str(DEADLINE_S)),
+                 timeout=60)  # fmt: skip
+    took = time.monotonic() - (proxy.first(fault) or start)
+    line = one_line(result)
+    assert "another run" not in line, line
+    assert gcs_emulator.gs(f"{out}/{MARKER}") in line and proxy.url in line, line
+    cause = "answered HTTP 503" if fault == "503" else "did not answer"
+    assert cause in line, line
+    assert took < DEADLINE_S + MARGIN_S, f"{took:.1f} s after the first failure: {line}"
+    assert f"{out}/{MARKER}" not in gcs_emulator.names(out + "/")
 
 
 # ------------------------------------------------------------------ the deadline
