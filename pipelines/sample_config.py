@@ -162,7 +162,7 @@ def parse_args(argv) -> tuple[SampleConfig, list[str]]:
 # The flags that set up the Beam pipeline: --runner InMemory refuses them (pipelines.flags).
 RUNNER_RULES = flags.RunnerRules(
     in_memory_ignores=(
-        "num_shards", "num_buckets", "graph_placement", "worker_memory_mb", "max_bad_records"
+        "num_shards", "num_buckets", "graph_placement", "worker_memory_mb"
     )
 )  # fmt: skip
 

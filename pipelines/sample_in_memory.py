@@ -35,17 +35,20 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     `graph` and `plan` are the schema and plan it loaded once.
     """
     start = time.time()
-    node_tables, adjacency = in_memory.load_tables(graph, plan)
+    dead = DeadLetters(args.max_bad_records)
+    node_tables, adjacency = in_memory.load_tables(graph, plan, dead.on_bad)
     if plan.link is not None:
-        return _run_links(args, graph, plan, node_tables, adjacency, start)
+        return _run_links(args, graph, plan, node_tables, adjacency, start, dead, output_dir)
     mem = densify(graph, node_tables, adjacency)
     facts = graph_facts(graph, node_tables, adjacency, mem)
     if args.input_seeds:
-        seed_ids = read_seed_ids(args.input_seeds)
+        seed_ids = read_seed_ids(args.input_seeds, dead.seeds_on_bad)
+        facts["rows_read/seeds"] = len(seed_ids)
     else:
         seed_ids = mem.node_tables[plan.seed_set].rows.ids
     seeds = make_seeds(seed_ids)
     counters = collections.Counter(seeds_in=len(seeds), **facts)
+    dead.account(counters, output_dir)
     if args.input_seeds:
         node_fps = mem.node_tables[plan.seed_set].rows.fp
         rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
@@ -59,6 +62,30 @@ def run(args, graph, plan, output_dir: str) -> collections.Counter:
     _write(args, chunks, encode_specs(graph.schema), counters)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
+
+
+class DeadLetters:
+    """Bad rows of the tables and the seed table, as the Beam runner accounts for them
+    (sampler.beam.read): with --max_bad_records 0 the first one fails the run; above it each
+    is a dead letter and counts in `bad_records/<set>` (the seed table's set is "seeds"), and
+    more than the limit fails the run once every table is read, before any sampling."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.lines: list[str] = []
+        self.counts: collections.Counter = collections.Counter()
+        self.on_bad = self._add if limit else None
+        self.seeds_on_bad = (lambda bad: self._add("seeds", bad)) if limit else None
+
+    def _add(self, name: str, bad) -> None:
+        self.lines.append(bad.to_json(set=name))
+        self.counts[f"bad_records/{name}"] += 1
+
+    def account(self, counters: collections.Counter, output_dir: str) -> None:
+        """Writes the dead letters, counts them, and fails past the limit."""
+        accounting.write_bad_records_file(self.lines, output_dir)
+        counters.update(self.counts)
+        accounting.check_bad_records(counters, self.limit, output_dir)
 
 
 def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
@@ -131,20 +158,25 @@ def _write_record(writer, record: bytes) -> None:
     writer.write(struct.pack("<I", tfrecord.masked_crc(record)))
 
 
-def _run_links(args, graph, plan, node_tables, adjacency, start) -> collections.Counter:
+def _run_links(
+    args, graph, plan, node_tables, adjacency, start, dead, output_dir
+) -> collections.Counter:
     """A symmetric_link_seed_op: one example per seed edge and negative (sampler.sample.link).
 
     Default seeds are every edge of the seed edge set, those with a missing endpoint included
     (rejected as `seeds_not_in_node_set`, as the Beam placements do)."""
+    facts = {}
     if args.input_seeds:
-        pairs = read_seed_pairs(args.input_seeds)
+        pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad)
+        facts["rows_read/seeds"] = len(pairs[0])
     else:
         pairs = link.edge_pairs(adjacency[plan.link.edge_set])
     seeds = link.make_link_seeds(*pairs)
     mem = densify(graph, node_tables, adjacency)
     counters = collections.Counter(
-        seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem)
+        seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem), **facts
     )
+    dead.account(counters, output_dir)
     randomness = in_memory.Randomness(args.seed)
     chunks = (
         (bucket, chunk)

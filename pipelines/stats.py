@@ -105,7 +105,7 @@ class OutputFolder:
 
 
 def write_json(out: OutputFolder, name: str, data: dict) -> None:
-    with writing_to("--output_dir", out.folder), open(out.path(name), "w", encoding="utf-8") as f:
+    with writing_to("--output_dir", out.folder), files.open_new(out.path(name), "w") as f:
         json.dump(data, f, indent=2, sort_keys=True)
 
 

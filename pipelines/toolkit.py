@@ -30,16 +30,16 @@ def run_tool(body, argv=None) -> int:
     """Runs body(argv) -> exit code; UserError -> one line and 2, ToolFailure -> 1."""
     status = {"code": 0}
 
-    def wrapped(args):
+    def wrapped(args) -> int:
         try:
             status["code"] = body(args) or 0
         except ToolFailure as e:
             if str(e):
                 print(f"error: {e}", file=sys.stderr)
             status["code"] = 1
+        return status["code"]
 
-    code = run_main(wrapped, sys.argv[1:] if argv is None else argv)
-    return code or status["code"]
+    return run_main(wrapped, sys.argv[1:] if argv is None else argv)
 
 
 @contextlib.contextmanager

@@ -205,8 +205,7 @@ def test_graph_names_that_clash_with_the_folder_are_refused(name, layout, graph,
     [(["--direct_num_workers", "2"], "--direct_num_workers"),
      (["--num_buckets", "4"], "--num_buckets"),
      (["--graph_placement", "sharded"], "--graph_placement"),
-     (["--worker_memory_mb", "100"], "--worker_memory_mb"),
-     (["--max_bad_records", "3"], "--max_bad_records")],
+     (["--worker_memory_mb", "100"], "--worker_memory_mb")],
 )  # fmt: skip
 def test_sample_in_memory_refuses_flags_it_ignores(extra, flag, graph, tmp_path, capsys):
     code = sample.main(sample_args(graph, tmp_path / "o" / "s", "--runner", "InMemory", *extra))

@@ -8,7 +8,9 @@ A run is refused when
 * an input file lies in a folder the run owns (part<i>/, node_ids/, .temp-samples-*/ ...,
   `owned_folders`), whose files it writes and deletes (`check_owned_folders`);
 * an input pattern (a table glob, `base@N`, the seeds) would match a file the run writes
-  (`check_re_read`): this run or the next would read its own output as input.
+  (`check_re_read`): this run or the next would read its own output as input;
+* a file it writes (its patterns, its marker) is a symbolic link in a local output folder
+  (`check_links`): the run would write into the link's target, another file of the user's.
 An output folder beside the inputs, inside an input folder or holding one, is otherwise fine.
 """
 
@@ -132,3 +134,24 @@ def check_re_read(output_dir: str, examples: list[str], inputs: list[str], flag:
                 f"{flag} {output_dir or '.'}: the input {pattern} would read the output {hit} as"
                 " input; write the output somewhere else, or name the input files more narrowly"
             )
+
+
+def link_refusal(flag: str, output_dir: str, path: str) -> UserError:
+    return UserError(
+        f"{flag} {output_dir or '.'}: {path} is a symbolic link; the run writes nothing through a"
+        " link (remove it, or write the output somewhere else)"
+    )
+
+
+def check_links(output_dir: str, patterns: list[str], flag: str) -> None:
+    """UserError when a name directly in the local `output_dir` that the run writes (full match
+    of one of `patterns`) is a symbolic link. sampler.io.files and the output lock also open
+    what they write without following links; this refuses before anything is written."""
+    top = output_dir or "."
+    if has_scheme(output_dir) or not os.path.isdir(top):
+        return
+    match = matcher(patterns)
+    for name in sorted(os.listdir(top)):
+        path = os.path.join(top, name)
+        if match.fullmatch(name) and os.path.islink(path):
+            raise link_refusal(flag, output_dir, path)

@@ -27,6 +27,7 @@ import sys
 import time
 import uuid
 
+from pipelines.outputs import input_checks
 from sampler.errors import UserError
 from sampler.io import files as io_files
 from sampler.io import gcs
@@ -151,9 +152,11 @@ def _hold_locked(folder: str, marker: str, flag: str, token: str) -> Held | None
     except OSError as e:
         raise UserError(f"cannot write the output {marker}: {e.strerror or e}") from e
     for _ in range(100):  # a holder that removes its marker between our open and lock: again
-        try:
-            fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:  # never through a link: the marker is written into what it opens
+            fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise input_checks.link_refusal(flag, folder, marker) from e
             raise UserError(f"cannot write the output {marker}: {e.strerror or e}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

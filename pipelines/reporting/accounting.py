@@ -109,6 +109,7 @@ def check_output(
     input_checks.check_replaced(output_dir, patterns, set(manifest.get("files", [])), files, flag)
     input_checks.check_owned_folders(output_dir, patterns, list(files), flag)
     input_checks.check_re_read(output_dir, list(examples), list(inputs), flag)
+    input_checks.check_links(output_dir, [*patterns, re.escape(output_lock.MARKER_NAME)], flag)
     output_lock.hold(output_dir, flag)  # from here on the folder is this run's
     old = owned_files(output_dir, owned, list(files))
     # A manifest alone (left by a refused, failed or interrupted run whose partial output was

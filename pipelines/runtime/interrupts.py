@@ -85,6 +85,10 @@ class Interrupt:
         self._pipe: tuple[int, int] | None = None
         self._saved_wakeup_fd = -1
         self._failure: RunFailed | None = None  # to raise in the main thread (see fail)
+        # Set once the run has ended (its clean-up runs): a signal then raises nothing, it is
+        # kept in `deferred` and run_main reports it once the clean-up is over.
+        self.ending = False
+        self.deferred: int | None = None
 
     @property
     def seen(self) -> bool:
@@ -176,6 +180,10 @@ class Interrupt:
             os._exit(exit_code(self.signum))
         self.signum = signum
         self._handled_at = time.monotonic()
+        if self.ending:
+            self.deferred = signum
+            self.cleaning = True  # the watcher has nothing to raise again
+            return
         # Local worker processes (multi_processing) get a Ctrl-C from the terminal with the
         # whole process group, but not a signal sent to this process alone: end them, else
         # the runner's cleanup waits for them forever.

@@ -35,6 +35,12 @@ from pipelines.runtime.interrupts import (  # noqa: F401  (Interrupt, child_proc
     print_line,
     signal_name,
 )
+from pipelines.runtime.program_exit import (
+    closed_note,
+    exit_program,
+    guard_streams,
+    unguard_streams,
+)
 from pipelines.runtime.worker_logs import WORKER_LOGGERS, worker_log_path
 from sampler.errors import UserError
 from sampler.io import gcs
@@ -279,11 +285,21 @@ def run_main(main_fn, argv=None) -> int:
     file is kept, and named in the error line, when the run fails, else removed. Run as a
     program, the process then exits within EXIT_S of the run's end (interrupts.guard_exit).
     """
-    code = _run_main(main_fn, argv)
     import pipelines
 
+    streams = (sys.stdout, sys.stderr)
+    guard_streams()  # a closed pipe (`| head`) cuts the report short, never the run
+    try:
+        code = _run_main(main_fn, argv)
+        note = closed_note()
+        if note is not None:
+            print_line(note)
+    finally:
+        if not pipelines.AS_PROGRAM:
+            unguard_streams(streams)
     if pipelines.AS_PROGRAM:  # the threads a failed run left may not hold its exit
         guard_exit(code)
+        exit_program(code)  # no finalization: its default signal handlers would say nothing
     return code
 
 
@@ -308,6 +324,7 @@ def _run_main(main_fn, argv=None) -> int:
         logger.addHandler(handler)
         logger.propagate = False
     failed = True
+    code = 0
     if os.path.exists(log_path):
         os.remove(log_path)
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -321,10 +338,11 @@ def _run_main(main_fn, argv=None) -> int:
         logging.getLogger("grpc._server").addFilter(grpc_errors)
         try:
             check_gcp_credentials(argv)
-            main_fn(argv)
+            code = main_fn(argv)
             check_interrupted()  # a signal that the body's libraries caught and dropped
             failed = False
         except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - become one line
+            interrupt.ending = True  # a signal from here on waits for the clean-up below
             if _was_interrupted(e, interrupt):
                 interrupt.cleaning = True
                 failed = False  # the worker logs of a Ctrl-C hold only its tracebacks
@@ -350,6 +368,7 @@ def _run_main(main_fn, argv=None) -> int:
             print(f"error: {message}{where}", file=sys.stderr)
             return 2
         finally:
+            interrupt.ending = True
             logging.getLogger("grpc._server").removeFilter(grpc_errors)
             for logger, propagate in saved:
                 logger.removeHandler(handler)
@@ -362,7 +381,10 @@ def _run_main(main_fn, argv=None) -> int:
             if set_retry:
                 os.environ.pop(gcs.RETRY_ENV, None)
             _run_ended()
-    return 0
+    if interrupt.deferred is not None:  # a signal while the ended run cleaned up
+        print_line(f"interrupted ({SIGNALS[interrupt.deferred]}) while exiting; the run had ended")
+        return exit_code(interrupt.deferred)
+    return int(code or 0)  # the body's own code (run_tool's), else 0
 
 
 class _ThreadsOutOfResources(logging.Filter):

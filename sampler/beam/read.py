@@ -47,9 +47,14 @@ class _ReadTable(beam.DoFn):
     def start_bundle(self):
         self._pending, self._seen, self._bundle_bad = [], [], 0
 
+    def _report(self, bad) -> None:
+        """The readers' `on_bad`: keeps the bad row until the next `_flush`."""
+        self._pending.append(bad)
+
     def _flush(self):
         """TaggedOutputs of the bad rows reported since the last call."""
-        pending, self._pending = self._pending, []
+        pending = self._pending[:]
+        self._pending.clear()  # in place: a reader still running holds `_report`, not a list
         for bad in pending:
             self._bad_count.inc()
             self._bundle_bad += 1
@@ -85,7 +90,7 @@ class ReadNodeSet(beam.PTransform):
             self._rows = Metrics.distribution(NAMESPACE, f"read_batch_rows/{info.name}")
 
         def process(self, path_fmt):
-            for batch in graph_tables.read_node_file(*path_fmt, self._info, self._pending.append):
+            for batch in graph_tables.read_node_file(*path_fmt, self._info, self._report):
                 self._rows.update(len(batch))
                 self._rows_read.inc(len(batch))
                 yield batch
@@ -119,7 +124,7 @@ class ReadEdgeSet(beam.PTransform):
 
         def process(self, path_fmt):
             read = graph_tables.read_edge_file(
-                *path_fmt, self._info, tuple(self._ends), self._pending.append
+                *path_fmt, self._info, tuple(self._ends), self._report
             )
             for batch, end_ids in read:
                 self._rows.update(len(batch))
@@ -379,7 +384,7 @@ class ReadSeedIds(beam.PTransform):
 
     class _ReadFile(_ReadTable):
         def process(self, path_fmt):
-            for column in readers.read_ids(*path_fmt, on_bad=self._pending.append):
+            for column in readers.read_ids(*path_fmt, on_bad=self._report):
                 self._rows_read.inc(len(column))
                 yield bytes_array(column.to_pylist())
                 yield from self._flush()

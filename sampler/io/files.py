@@ -144,7 +144,24 @@ def _local_create(path: str):
     folder = os.path.dirname(path)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    return open(path, "wb")  # noqa: SIM115 - returned
+    return open_new(path)
+
+
+def open_new(path: str, mode: str = "wb"):
+    """A local file opened for writing ("wb" or "w": UTF-8 text), created or truncated, never
+    through a symbolic link: a link at `path` is a UserError naming it (what the project
+    writes beside a user's data must not land in another file of theirs)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UserError(
+                f"{path} is a symbolic link; nothing is written through a link (remove it, or"
+                " write the output somewhere else)"
+            ) from e
+        raise
+    return open(fd, mode, encoding="utf-8" if "b" not in mode else None)  # noqa: SIM115
 
 
 def _native(path: str) -> bool:
@@ -489,5 +506,5 @@ def write_text(path: str, text: str) -> None:
             f.write(text.encode("utf-8"))
         return
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    with open_new(path, "w") as f:
         f.write(text)

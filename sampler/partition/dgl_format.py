@@ -29,6 +29,7 @@ from typing import BinaryIO
 import numpy as np
 
 from sampler.errors import UserError
+from sampler.io.files import open_new
 
 __all__ = [
     "DGLFormatError",
@@ -263,7 +264,7 @@ def write_tensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], what: str = "t
 
 def save_tensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray]) -> None:
     """Write a DGL tensor-dictionary file (node_feat.dgl, edge_feat.dgl, orig_nids.dgl...)."""
-    with open(path, "wb") as f:
+    with open_new(os.fspath(path)) as f:
         write_tensors(f, tensors, what=os.fspath(path))
 
 
@@ -356,5 +357,5 @@ def save_graph(path: str | os.PathLike, graph: HomoGraph) -> None:
     """Write a DGL graph file holding exactly `graph` (a partition's graph.dgl)."""
     what = os.fspath(path)
     _check_graph(graph, what)  # Fail before creating the file.
-    with open(path, "wb") as f:
+    with open_new(os.fspath(path)) as f:
         write_graph(f, graph, what=what)

@@ -9,12 +9,13 @@ and it is the floor in the benchmarks.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
+from sampler.io.read_common import BadRecord
 from sampler.jit_loader import kernels
 from sampler.node_table import build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
@@ -26,6 +27,7 @@ from sampler.schema import GraphInfo
 from sampler.threads import map_threads
 
 InMemoryGraph = DenseGraph
+SetOnBad = Callable[[str, BadRecord], None]  # (set name, bad row) of a table read
 
 
 def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
@@ -33,21 +35,33 @@ def load_dense_graph(graph: GraphInfo, plan: SamplingPlan) -> DenseGraph:
     return densify(graph, *load_tables(graph, plan))
 
 
-def load_tables(graph: GraphInfo, plan: SamplingPlan) -> tuple[dict, dict[str, Adjacency]]:
+def load_tables(
+    graph: GraphInfo, plan: SamplingPlan, on_bad: SetOnBad | None = None
+) -> tuple[dict, dict[str, Adjacency]]:
     """Every table read once: node tables and fingerprint-keyed adjacency lists (with the
     edges whose endpoint is missing, which `densify` drops). The files are read side by side
     on the process's cores (Arrow and numpy release the GIL); the first bad file in schema
-    order fails the run, as in one thread."""
+    order fails the run, as in one thread.
+
+    Without `on_bad` the first bad row fails the run; with it, each bad row is passed to
+    `on_bad(set name, BadRecord)` in file order (schema order, then rows), and skipped."""
 
     # Sampling loads the compiled kernels anyway: loaded first, they fingerprint the ids of
     # every batch (sampler.ids.fingerprint), not only those after the first million.
     kernels("sampler.ids_jit")
 
-    def read(file: tuple[str, str, str, str]) -> tuple[str, str, list]:
+    def read(file: tuple[str, str, str, str]) -> tuple[str, str, list, list]:
         kind, name, _, _ = file
-        return kind, name, list(graph_tables.read_graph_file(graph, *file))
+        bad: list[BadRecord] = []
+        report = None if on_bad is None else bad.append
+        return kind, name, list(graph_tables.read_graph_file(graph, *file, report)), bad
 
-    return build_tables(graph, plan, map_threads(read, graph_tables.graph_files(graph)))
+    parts = []
+    for kind, name, pieces, bad in map_threads(read, graph_tables.graph_files(graph)):
+        for row in bad:
+            on_bad(name, row)
+        parts.append((kind, name, pieces))
+    return build_tables(graph, plan, parts)
 
 
 def build_tables(graph: GraphInfo, plan: SamplingPlan, parts: list, threads: int | None = None):

@@ -97,6 +97,11 @@ def sharded_flags(
     )
 
 
+def _skip(_bad) -> None:
+    """A bad seed row is not counted here: the run reads the seed table again, and dead-letters
+    it or fails as --max_bad_records says, as on every placement."""
+
+
 def count_seeds(graph, plan, input_seeds: str | None, negatives_per_seed: int = 0) -> float:
     """The run's seeds (records): --input_seeds' rows, counted; else the seed node set's rows
     (or a link seed op's edges), estimated from the table's size as
@@ -105,7 +110,7 @@ def count_seeds(graph, plan, input_seeds: str | None, negatives_per_seed: int = 
 
     if plan.link is not None:
         if input_seeds:
-            rows = len(graph_tables.read_seed_pairs(input_seeds)[0])
+            rows = len(graph_tables.read_seed_pairs(input_seeds, _skip)[0])
         else:
             pattern = graph.edge_sets[plan.link.edge_set].filename
             rows = (
@@ -114,7 +119,7 @@ def count_seeds(graph, plan, input_seeds: str | None, negatives_per_seed: int = 
             )
         return rows * (1 + negatives_per_seed)
     if input_seeds:
-        return float(len(graph_tables.read_seed_ids(input_seeds)))
+        return float(len(graph_tables.read_seed_ids(input_seeds, _skip)))
     info = graph.node_sets[plan.seed_set]
     if not info.filename:
         return 0.0

@@ -43,7 +43,7 @@ class ReadSeedPairs(beam.PTransform):
     class _ReadFile(_ReadTable):
         def process(self, path_fmt):
             columns = ("#source", "#target")
-            for table in readers.read_table(*path_fmt, columns, {}, on_bad=self._pending.append):
+            for table in readers.read_table(*path_fmt, columns, {}, on_bad=self._report):
                 self._rows_read.inc(table.num_rows)
                 yield tuple(ids.fingerprint(table.column(c).combine_chunks()) for c in columns)
                 yield from self._flush()

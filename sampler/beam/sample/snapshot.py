@@ -72,9 +72,7 @@ class _ReadToPart(_ReadTable):
     def process(self, element):
         index, (kind, name, path, fmt) = element
         self._count(name, 0)
-        pieces = graph_tables.read_graph_file(
-            self._graph, kind, name, path, fmt, self._pending.append
-        )
+        pieces = graph_tables.read_graph_file(self._graph, kind, name, path, fmt, self._report)
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:

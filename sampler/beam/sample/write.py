@@ -20,7 +20,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from sampler.io import gcs, tfrecord
+from sampler.io import files, gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
 
 NAMESPACE = "sampler"
@@ -30,7 +30,7 @@ _COPY_CHUNK = 1 << 24
 def _concat_local(target: str, parts: list[str]) -> None:
     """Local files: the parts copied into `target` by the kernel (copy_file_range), not
     through this process's buffers."""
-    with open(target, "wb") as out:
+    with files.open_new(target) as out:
         for path in parts:
             with open(path, "rb") as f:
                 left = os.fstat(f.fileno()).st_size
