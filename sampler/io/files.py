@@ -193,11 +193,8 @@ def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
     if not has_scheme(pattern):
         return [path for path, _, _ in _local_match(pattern)]
-    try:
+    with gcs.failures_named(pattern):
         return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
-    except Exception as e:  # noqa: BLE001 - a GCS failure is one line naming the path
-        gcs.raise_if_failure(pattern, e)
-        raise
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -325,11 +322,8 @@ def open_stream(path: str):
     if _native(path):
         return _local_open(path)
     gcs.check_object_name(path)
-    try:
+    with gcs.failures_named(path, "cannot open: "):
         stream = _filesystems().open(path)
-    except Exception as e:  # noqa: BLE001 - a GCS failure is one line naming the path
-        gcs.raise_if_failure(path, e, "cannot open: ")
-        raise
     return gcs.named_stream(stream, path, "read")
 
 
@@ -404,11 +398,8 @@ def rename(source: str, target: str) -> None:
     if not has_scheme(source) and not has_scheme(target):
         os.replace(source, target)
         return
-    try:
+    with gcs.failures_named(target, "cannot write: "):
         _filesystems().rename([source], [target])
-    except Exception as e:  # noqa: BLE001 - a GCS failure is one line naming the path
-        gcs.raise_if_failure(target, e, "cannot write: ")
-        raise
 
 
 class _PythonWrites:
@@ -474,22 +465,16 @@ def exists(path: str) -> bool:
     if not has_scheme(path):
         return os.path.exists(path)
     gcs.check_object_name(path)
-    try:
+    with gcs.failures_named(path):
         return _filesystems().exists(path)
-    except Exception as e:  # noqa: BLE001 - a GCS failure is one line naming the path
-        gcs.raise_if_failure(path, e)
-        raise
 
 
 def delete(paths: list[str]) -> None:
     """Deletes files and folders (recursively), local or gs://...; OSError if one fails."""
     remote = [path for path in paths if has_scheme(path)]
     if remote:
-        try:
+        with gcs.failures_named(remote[0], "cannot delete: "):
             _filesystems().delete(remote)
-        except Exception as e:  # noqa: BLE001 - a GCS failure is one line naming the path
-            gcs.raise_if_failure(remote[0], e, "cannot delete: ")
-            raise
     for path in paths:
         if has_scheme(path):
             continue

@@ -298,6 +298,16 @@ def raise_if_failure(path: str, error: BaseException, doing: str = "") -> None:
         raise UserError(f"{path}: {doing}{reason}") from error
 
 
+@contextlib.contextmanager
+def failures_named(path: str, doing: str = ""):
+    """`with failures_named(path):` a GCS failure in the block is raise_if_failure's line."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - a GCS failure becomes one line, else unchanged
+        raise_if_failure(path, e, doing)
+        raise
+
+
 def named_stream(stream, path: str, what: str):
     """`stream`, for a gs:// path one whose GCS failures name it (NamedStream)."""
     return NamedStream(stream, path, what) if path.startswith("gs://") else stream
