@@ -30,6 +30,7 @@ import uuid
 from pipelines.outputs import input_checks
 from sampler.errors import UserError
 from sampler.io import files as io_files
+from sampler.io import gcs
 from sampler.io.files import has_scheme
 
 MARKER_NAME = ".beam_graph_run.json"
@@ -192,7 +193,8 @@ def _read_fd(fd: int) -> dict:
 
 def _read_marker(marker: str) -> dict | None:
     """The marker's record; None when there is none (or it is empty: a lock file no run
-    wrote its record into); {} when it cannot be read."""
+    wrote its record into); {} when it cannot be read. On gs://, a failed request is a
+    UserError naming the marker, the server and the cause (sampler.io.files), not a record."""
     if not io_files.exists(marker):
         return None
     try:
@@ -201,6 +203,8 @@ def _read_marker(marker: str) -> dict | None:
         if not text.strip():
             return None
         data = json.loads(text.decode("utf-8"))
+    except UserError:
+        raise
     except Exception:  # noqa: BLE001 - half written, or not ours: unreadable
         return {}
     return data if isinstance(data, dict) else {}
@@ -213,15 +217,52 @@ def _write_marker(marker: str, token: str) -> None:
 
 def _hold_marker(folder: str, marker: str, flag: str, token: str) -> Held:
     """No lock: a marker that is not stale refuses; ours is written, then read back (of two
-    runs writing at once, the one whose token stayed goes on)."""
+    runs writing at once, the one whose token stayed goes on). A read back that fails is no
+    other run: one line naming the marker and the cause, and the marker written goes."""
     record = _read_marker(marker)
     if record is not None and not is_stale(record):
         raise _refuse(flag, folder, record, marker, judged=False)
     _write_marker(marker, token)
-    record = _read_marker(marker) or {}
+    try:
+        record = _read_back(marker)
+    except UserError as e:
+        _remove_written(marker)
+        reason = gcs.failure_reason(e, marker) or str(e)
+        raise UserError(
+            f"{flag} {folder}: cannot read back this run's marker {marker}: {reason}"
+        ) from e
     if record.get("token") != token:
         raise _refuse(flag, folder, record, marker, judged=False)
     return Held(folder, marker, None, token, os.getpid())
+
+
+def _read_back(marker: str) -> dict:
+    """The record of the marker this run has just written. Missing (a 404: the server had it a
+    moment ago) is read again for up to the gs:// deadline; a failure the storage client has
+    retried already (a 5xx, no answer) is a UserError at once."""
+    start, pause = time.monotonic(), 0.1
+    while True:
+        try:
+            record = _read_marker(marker)
+        except UserError as e:
+            if gcs.http_status(e) != 404 or time.monotonic() - start >= gcs.retry_seconds():
+                raise
+            record = None
+        if record is not None:
+            return record
+        if time.monotonic() - start >= gcs.retry_seconds():
+            raise UserError("it is missing, though this run wrote it")
+        time.sleep(pause)
+        pause = min(2 * pause, 1.0)
+
+
+def _remove_written(marker: str) -> None:
+    """Removes the marker this run wrote and could not read back (best effort; one try even
+    when the server has stopped answering)."""
+    from sampler.io import gcs_deadline
+
+    with gcs_deadline.try_anyway(), contextlib.suppress(Exception):
+        io_files.delete([marker])
 
 
 def holds(folder: str) -> bool:

@@ -104,6 +104,7 @@ def check_output(
     files this project wrote are deleted: those the manifest of the earlier run lists or its
     patterns match, and those this run's `owned` patterns match; never an input file.
     """
+    gcs.check_object_name(output_dir, flag)  # before anything is read or written there
     manifest = _manifest(output_dir)
     patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
     input_checks.check_replaced(output_dir, patterns, set(manifest.get("files", [])), files, flag)
@@ -217,7 +218,7 @@ def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None
         with io_files.create_file(path) as f:
             f.write((json.dumps(data, indent=1) + "\n").encode())
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
-        reason = (has_scheme(path) and gcs.network_reason(e)) or unwritable_reason(e)
+        reason = (has_scheme(path) and gcs.failure_reason(e, path)) or unwritable_reason(e)
         raise UserError(f"cannot write the output {path}: {reason}") from e
 
 

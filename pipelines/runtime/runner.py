@@ -349,8 +349,8 @@ def _run_main(main_fn, argv=None) -> int:
                 print_line(f"error: {interrupted_line(interrupt.signum or signal.SIGINT)}")
                 return exit_code(interrupt.signum or signal.SIGINT)
             message = user_error_message(e)
-            if message is None and (needs_gcp(argv) or gcs.emulator_host()):  # GCS lost: one line
-                message = gcs.network_error_line(e, _OUTPUT["folder"])
+            if message is None and (needs_gcp(argv) or gcs.emulator_host()):  # GCS: one line
+                message = gcs.error_line(e, _OUTPUT["folder"])
             handler.flush()
             logged = os.path.exists(log_path) and os.path.getsize(log_path) > 0
             where = f" (worker logs: {log_path})" if logged else ""

@@ -25,6 +25,7 @@ import re
 import shutil
 
 from sampler.errors import UserError
+from sampler.io import gcs
 
 FORMATS = ("csv", "tfrecord", "parquet")
 
@@ -52,8 +53,6 @@ _EXTENSIONS = {
 def _filesystems():
     """Beam's FileSystems, imported on first use (apache_beam is heavy and kernels avoid it)."""
     from apache_beam.io.filesystems import FileSystems
-
-    from sampler.io import gcs
 
     gcs.prepare()  # an emulator's anonymous access, bounded retries (before a GCS client)
     return FileSystems
@@ -194,11 +193,8 @@ def match(pattern: str) -> list[str]:
     """Paths matching a glob (files and directories as the filesystem lists them), unsorted."""
     if not has_scheme(pattern):
         return [path for path, _, _ in _local_match(pattern)]
-    try:
+    with gcs.failures_named(pattern):
         return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
-    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
-        _raise_if_unreachable(pattern, e)
-        raise
 
 
 def shard_name(base: str, index: int, count: int) -> str:
@@ -314,26 +310,29 @@ def _first_line(error: BaseException) -> str:
 
 
 def _reason(path: str, error: BaseException) -> str:
-    """Why a call on `path` failed, in a few words: for gs:// and friends a lost connection
-    reads 'cannot reach SERVER: CAUSE (retried ...)' (sampler.io.gcs), else the first line."""
-    if has_scheme(path):
-        from sampler.io import gcs
-
-        reason = gcs.network_reason(error)
-        if reason:
-            return reason
-    return _first_line(error)
+    """Why a call on `path` failed, in a few words: on gs:// what the server answered, or
+    'cannot reach SERVER: CAUSE (retried ...)' (sampler.io.gcs), else the first line."""
+    reason = gcs.failure_reason(error, path) if has_scheme(path) else None
+    return reason or _first_line(error)
 
 
 def open_stream(path: str):
-    """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged."""
-    return _local_open(path) if _native(path) else _filesystems().open(path)
+    """Like open_file, but Beam's own errors (OSError subclasses) pass through unchanged; a
+    GCS failure is one line (UserError) naming the path and the cause."""
+    if _native(path):
+        return _local_open(path)
+    gcs.check_object_name(path)
+    with gcs.failures_named(path, "cannot open: "):
+        stream = _filesystems().open(path)
+    return gcs.named_stream(stream, path, "read")
 
 
 def open_file(path: str):
     """A binary read stream of `path` (local, gs://, ...); `.gz`/`.bz2` names are decompressed."""
     try:
         return open_stream(path)
+    except UserError:
+        raise
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
         raise UserError(f"{path}: cannot open: {_reason(path, e)}") from e
 
@@ -351,7 +350,9 @@ def create_file(path: str):
 def _create(path: str):
     if not has_scheme(path):
         return _local_create(path)
-    return _filesystems().create(path, compression_type="uncompressed")
+    gcs.check_object_name(path)
+    stream = _filesystems().create(path, compression_type="uncompressed")
+    return gcs.named_stream(stream, path, "write")
 
 
 def partial_name(path: str) -> str:
@@ -396,7 +397,8 @@ def rename(source: str, target: str) -> None:
     """Moves a finished file to its final name (local: atomic; an object store: copy, delete)."""
     if not has_scheme(source) and not has_scheme(target):
         os.replace(source, target)
-    else:
+        return
+    with gcs.failures_named(target, "cannot write: "):
         _filesystems().rename([source], [target])
 
 
@@ -421,12 +423,9 @@ class _PythonWrites:
 
 def write_error(path: str, error: BaseException) -> UserError:
     """'cannot write the output PATH: REASON'; a full disk reads 'no space left on device'."""
-    if has_scheme(path):
-        from sampler.io import gcs
-
-        reason = gcs.network_reason(error)
-        if reason:
-            return UserError(f"cannot write the output {path}: {reason}")
+    reason = gcs.failure_reason(error, path) if has_scheme(path) else None
+    if reason:
+        return UserError(f"cannot write the output {path}: {reason}")
     return UserError(f"cannot write the output {path}: {os_reason(error)}")
 
 
@@ -465,27 +464,17 @@ def exists(path: str) -> bool:
     """True if `path` (local, gs://, ...) exists."""
     if not has_scheme(path):
         return os.path.exists(path)
-    try:
+    gcs.check_object_name(path)
+    with gcs.failures_named(path):
         return _filesystems().exists(path)
-    except Exception as e:  # noqa: BLE001 - a lost connection is one line naming the path
-        _raise_if_unreachable(path, e)
-        raise
-
-
-def _raise_if_unreachable(path: str, error: BaseException) -> None:
-    """UserError 'PATH: cannot reach SERVER: CAUSE ...' when `error` is a lost connection."""
-    from sampler.io import gcs
-
-    reason = gcs.network_reason(error)
-    if reason:
-        raise UserError(f"{path}: {reason}") from error
 
 
 def delete(paths: list[str]) -> None:
     """Deletes files and folders (recursively), local or gs://...; OSError if one fails."""
     remote = [path for path in paths if has_scheme(path)]
     if remote:
-        _filesystems().delete(remote)
+        with gcs.failures_named(remote[0], "cannot delete: "):
+            _filesystems().delete(remote)
     for path in paths:
         if has_scheme(path):
             continue

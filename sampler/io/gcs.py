@@ -5,11 +5,16 @@
   `gcp-storage-emulator`). It takes no credentials: Beam is told at once that there are none
   (an anonymous client), instead of retrying Google's default credentials for about 20 s in
   every process (the CLI, each SDK worker).
-* **Bounded retry.** The GCS client retries a lost connection (no network, a DNS failure, a
-  server gone) for 120 s per call, and a run makes many calls: a run without network
-  retried for many minutes without a word. Here one outage is retried for at most
-  `BEAM_GRAPH_GCS_RETRY_S` seconds (default 30) per process, over all its calls; then the
-  error reaches the CLI, which reports it in one line (`network_error_line`).
+* **A deadline.** The GCS client retries a lost connection (no network, a DNS failure, a
+  server gone) for 120 s per call, waits 60 s for each request's answer, and a run makes
+  many calls: a run without network, or whose server stopped answering, went on for many
+  minutes without a word. Here one outage is waited for at most `BEAM_GRAPH_GCS_RETRY_S`
+  seconds (default 30) per process, over all its calls and in every layer that retries or
+  waits (sampler.io.gcs_deadline); then the error reaches the CLI, which reports it in one
+  line naming the path, the server and the cause (`error_line`).
+* **Errors the server answers** (a bucket or object that does not exist, a 403, a 5xx that
+  retries did not cure) read as one line too (`failure_reason`), as do object names with
+  '#' or '?' (`check_object_name`), refused before any request.
 
 The bound applies where `BEAM_GRAPH_GCS_RETRY_S` is set: the CLIs set it (to 30 unless
 given), so it covers them and their local SDK workers, which inherit it; a Dataflow worker
@@ -23,14 +28,15 @@ loaded yet, except from those places.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
-import time
+from http import HTTPStatus
+
+from sampler.io.gcs_deadline import DEFAULT_RETRY_S, RETRY_ENV, retry_seconds  # noqa: F401
 
 EMULATOR_HOST = "STORAGE_EMULATOR_HOST"
-RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
-DEFAULT_RETRY_S = 30.0
 
 _DONE = {"bounded": False, "anonymous": False}
 
@@ -40,17 +46,8 @@ def emulator_host() -> str | None:
     return os.environ.get(EMULATOR_HOST) or None
 
 
-def retry_seconds() -> float:
-    """How long one GCS call retries a lost connection (BEAM_GRAPH_GCS_RETRY_S, default 30)."""
-    try:
-        value = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
-    except ValueError:
-        return DEFAULT_RETRY_S
-    return value if value > 0 else DEFAULT_RETRY_S
-
-
 def prepare() -> None:
-    """Anonymous credentials when an emulator is set; every GCS retry bounded (see above).
+    """Anonymous credentials when an emulator is set; every GCS wait bounded (see above).
 
     Only in a process that has loaded Beam: every GCS access goes through Beam's FileSystems,
     whose callers import it first (sampler.io.files, the pipeline's construction, an SDK
@@ -61,59 +58,18 @@ def prepare() -> None:
     if _DONE["bounded"] and (_DONE["anonymous"] or not emulator_host()):
         return
     try:
-        from google.api_core import retry as api_retry
-        from google.cloud.storage import retry as storage_retry
+        import google.cloud.storage  # noqa: F401 - only whether it is installed
     except ImportError:  # no GCS support installed: Beam reports that itself
         return
     # Set by the CLIs (pipelines.runtime.runner.run_main), inherited by their local workers.
     if not _DONE["bounded"] and RETRY_ENV in os.environ:
+        from sampler.io import gcs_deadline
+
         _DONE["bounded"] = True
-        _bound_retries(api_retry, storage_retry)
+        gcs_deadline.install()
     if not _DONE["anonymous"] and emulator_host():
         _DONE["anonymous"] = True
         _anonymous_credentials()
-
-
-def _bound_retries(api_retry, storage_retry) -> None:
-    """Caps the timeout of the GCS client's retry objects that Beam and the storage library
-    bind as defaults (module constants and default arguments alike, so they are changed in
-    place)."""
-    seconds = retry_seconds()
-    policies = [storage_retry.DEFAULT_RETRY]
-    try:
-        from apache_beam.io.gcp import gcsio_retry
-
-        policies.append(gcsio_retry.DEFAULT_RETRY_WITH_THROTTLING_COUNTER)
-    except ImportError:
-        pass
-    for policy in policies:
-        if isinstance(policy, api_retry.Retry):
-            if (policy._timeout or 1e9) > seconds:
-                policy._timeout = seconds
-                if hasattr(policy, "_deadline"):
-                    policy._deadline = seconds
-            policy._predicate = _within_outage_budget(policy._predicate)
-
-
-_OUTAGE = {"start": None, "last": None}
-
-
-def _within_outage_budget(predicate):
-    """`predicate`, and no retry once this process has seen retryable errors for
-    retry_seconds() without a pause: one outage is retried for that long in all, not that long
-    per call (a run without network makes many calls: each would wait again). A gap of twice
-    that between errors starts a new outage."""
-
-    def should_retry(error) -> bool:
-        if not predicate(error):
-            return False
-        now = time.monotonic()
-        if _OUTAGE["last"] is None or now - _OUTAGE["last"] > 2 * retry_seconds():
-            _OUTAGE["start"] = now
-        _OUTAGE["last"] = now
-        return now - _OUTAGE["start"] < retry_seconds()
-
-    return should_retry
 
 
 def _anonymous_credentials() -> None:
@@ -208,12 +164,221 @@ def network_error_line(error: BaseException, fallback_path: str | None = None) -
     """One line for a run that failed on a lost connection: the path, the server, the cause;
     None when `error` is something else."""
     reason = network_reason(error)
-    if reason is None:
-        return None
+    return None if reason is None else f"{_line_path(error, fallback_path)}: {reason}"
+
+
+def _line_path(error: BaseException, fallback_path: str | None) -> str:
     path = gs_path_in(error)
     if not path or (fallback_path and fallback_path.startswith(path)):
         path = fallback_path or path or "gs://"  # the run's output folder says more
-    return f"{path}: {reason}"
+    return path
+
+
+# --------------------------------------------------------------------------- answers
+
+# A status in a worker's error text: api_core's "403 GET http://...", or the storage media
+# library's "('Request failed with status code', 403, ...".
+_STATUS_TEXT = re.compile(
+    r"\b(?P<a>[1-5]\d\d) (?:GET|POST|PUT|PATCH|DELETE|HEAD) https?://|"
+    r"'Request failed with status code', (?P<b>[1-5]\d\d)"
+)
+RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})  # what the GCS client retries
+
+
+def _chain(error: BaseException | str) -> list:
+    if not isinstance(error, BaseException):
+        return [error]
+    out, seen = [], error
+    while seen is not None and len(out) < 20:
+        out.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return out
+
+
+def http_status(error: BaseException | str) -> int | None:
+    """The HTTP status a GCS server answered with, in `error`'s chain (google-api-core's and
+    the storage library's errors) or in a worker's error text; None when there is none."""
+    for seen in _chain(error):
+        if isinstance(seen, BaseException) and type(seen).__module__.startswith("google."):
+            code = getattr(seen, "code", None)
+            response = getattr(seen, "response", None)
+            code = code if isinstance(code, int) else getattr(response, "status_code", None)
+            if isinstance(code, int) and 100 <= code < 600:
+                return code
+    for seen in _chain(error):
+        match = _STATUS_TEXT.search(str(seen))
+        if match:
+            return int(match.group("a") or match.group("b"))
+    return None
+
+
+def bucket_of(path: str | None) -> str | None:
+    match = re.match(r"^gs://([^/]+)", path or "")
+    return match.group(1) if match else None
+
+
+def bucket_exists(bucket: str) -> bool | None:
+    """Whether the bucket exists (one request); None when that cannot be told."""
+    try:
+        from apache_beam.io.gcp import gcsio
+
+        prepare()
+        return gcsio.GcsIO().get_bucket(bucket) is not None
+    except Exception:  # noqa: BLE001 - unknown: the caller says less
+        return None
+
+
+def answer_reason(error: BaseException | str, path: str | None = None) -> str | None:
+    """Why a GCS call failed, for an error the server answered (a 4xx, or a 5xx that retries
+    did not cure), naming the server; None when it answered none. A 404 on `path` (or the
+    object the error names) says whether its bucket exists."""
+    code = http_status(error)
+    if code is None:
+        return None
+    server = where()
+    if code == 403:
+        return f"permission denied (HTTP 403 from {server})"
+    if code == 401:
+        return f"the credentials were refused (HTTP 401 from {server})"
+    if code == 404:
+        bucket = bucket_of(path or gs_path_in(error))
+        if bucket and bucket_exists(bucket) is False:
+            return f"the bucket gs://{bucket} does not exist (HTTP 404 from {server})"
+        return f"no such object (HTTP 404 from {server})"
+    try:
+        phrase = f"HTTP {code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        phrase = f"HTTP {code}"
+    if code in RETRYABLE_STATUS:
+        return f"{server} answered {phrase} (retried for {retry_seconds():g} s; {RETRY_ENV} sets how long)"
+    return f"{server} answered {phrase}"
+
+
+def failure_reason(error: BaseException | str, path: str | None = None) -> str | None:
+    """Why a GCS call failed: the server's answer (answer_reason) or a lost connection
+    (network_reason); None for an error that is neither."""
+    return answer_reason(error, path) or (
+        network_reason(error) if isinstance(error, BaseException) else None
+    )
+
+
+def error_line(error: BaseException, fallback_path: str | None = None) -> str | None:
+    """One line for a run that failed on GCS: the path, the server, the cause; None when
+    `error` is no GCS failure. `fallback_path` (the run's output folder) stands in for a path
+    the error does not name, or names only a part of."""
+    path = _line_path(error, fallback_path)
+    reason = failure_reason(error, path if path != "gs://" else None)
+    return None if reason is None else f"{path}: {reason}"
+
+
+def check_object_name(path: str, flag: str | None = None) -> None:
+    """UserError for a gs:// path whose object name holds '#' or '?', before any request:
+    Google's naming guidelines advise against both (gcloud reads '#' as a generation and '?'
+    as a wildcard; so does Beam's file matching, for '?'), and requests with them go wrong."""
+    if not path.startswith("gs://"):
+        return
+    name = path[len("gs://") :].partition("/")[2]
+    if "#" in name or "?" in name:
+        from sampler.errors import UserError
+
+        named = f"{flag} {path}" if flag else path
+        raise UserError(
+            f"{named}: gs:// object names with '#' or '?' are not supported (Google Cloud "
+            "Storage's naming guidelines advise against both: '#' reads as a version and '?' "
+            "as a wildcard); rename it"
+        )
+
+
+def raise_if_failure(path: str, error: BaseException, doing: str = "") -> None:
+    """UserError 'PATH: [DOING]REASON' when `error` is a GCS failure (failure_reason)."""
+    reason = failure_reason(error, path)
+    if reason:
+        from sampler.errors import UserError
+
+        raise UserError(f"{path}: {doing}{reason}") from error
+
+
+@contextlib.contextmanager
+def failures_named(path: str, doing: str = ""):
+    """`with failures_named(path):` a GCS failure in the block is raise_if_failure's line."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - a GCS failure becomes one line, else unchanged
+        raise_if_failure(path, e, doing)
+        raise
+
+
+def named_stream(stream, path: str, what: str):
+    """`stream`, for a gs:// path one whose GCS failures name it (NamedStream)."""
+    return NamedStream(stream, path, what) if path.startswith("gs://") else stream
+
+
+class NamedStream:
+    """A gs:// stream whose GCS failures (in a read, a write, or the close that uploads) are
+    one-line UserErrors naming its path, the server and the cause (`what` words them: 'read'
+    or 'write'); other errors pass unchanged."""
+
+    def __init__(self, stream, path: str, what: str):
+        self._stream = stream
+        self._path = path
+        self._what = what
+
+    def _failed(self, error: Exception) -> None:
+        reason = failure_reason(error, self._path)
+        if reason is None:
+            return
+        from sampler.errors import UserError
+
+        if self._what == "write":
+            raise UserError(f"cannot write the output {self._path}: {reason}") from error
+        raise UserError(f"{self._path}: cannot read: {reason}") from error
+
+    def _call(self, name: str, *args):
+        try:
+            return getattr(self._stream, name)(*args)
+        except Exception as e:  # noqa: BLE001 - a GCS failure becomes one line, else unchanged
+            self._failed(e)
+            raise
+
+    def read(self, *args):
+        return self._call("read", *args)
+
+    def read1(self, *args):
+        return self._call("read1", *args)
+
+    def readinto(self, *args):
+        return self._call("readinto", *args)
+
+    def readline(self, *args):
+        return self._call("readline", *args)
+
+    def write(self, *args):
+        return self._call("write", *args)
+
+    def flush(self):
+        return self._call("flush")
+
+    def seek(self, *args):
+        return self._call("seek", *args)
+
+    def close(self):
+        return self._call("close")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:  # the body's error is the one to report
+            with contextlib.suppress(Exception):
+                self._stream.close()
+
+    def __iter__(self):
+        return iter(self.readline, b"")
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def where() -> str:

@@ -30,6 +30,8 @@ def parquet_rows(path: str) -> int | None:
         f.seek(0)
         try:
             return pq.ParquetFile(f).metadata.num_rows
+        except UserError:  # the file could not be read (gs://: the server's failure)
+            raise
         except (pa.ArrowException, OSError, ValueError):
             return None
 
@@ -44,6 +46,8 @@ def read_parquet(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Tab
         try:
             parquet = pq.ParquetFile(f)
             file_schema = parquet.schema_arrow
+        except UserError:  # the file could not be read (gs://: the server's failure)
+            raise
         except (pa.ArrowException, OSError, ValueError) as e:
             raise UserError(f"{path}: not a Parquet file ({first_line(e)})") from e
         for name in schema.names:
@@ -65,6 +69,8 @@ def _parquet_batches(path: str, batches) -> Iterator[pa.RecordBatch]:
             batch = next(batches)
         except StopIteration:
             return
+        except UserError:  # a gs:// failure already named (sampler.io.gcs)
+            raise
         except (pa.ArrowException, OSError, ValueError) as e:
             raise UserError(f"{path}: corrupt Parquet data ({first_line(e)})") from e
         yield batch
