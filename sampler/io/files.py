@@ -329,6 +329,23 @@ def create_file(path: str):
         raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
 
 
+def create_stream(path: str):
+    """create_file for a long output written front to back (sample shards): a local file is a
+    sampler.io.streaming_file.StreamingFile, handed to the disk as it is written and not kept in
+    the page cache."""
+    if has_scheme(path):
+        return create_file(path)
+    from sampler.io.streaming_file import StreamingFile
+
+    try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        return StreamingFile(path)
+    except Exception as e:  # noqa: BLE001 - one line, as create_file
+        raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
+
+
 def _create(path: str):
     if not has_scheme(path):
         return _local_create(path)

@@ -83,7 +83,7 @@ def densify(
 
     def one(name: str) -> tuple[DenseAdjacency, int]:
         info = graph.edge_sets[name]
-        return _dense_adjacency(adjacency[name], nodes[info.source], nodes[info.target])
+        return dense_adjacency(adjacency[name], nodes[info.source], nodes[info.target])
 
     done = map_threads(one, names, threads)
     dense = {name: adj for name, (adj, _) in zip(names, done, strict=True)}
@@ -91,16 +91,36 @@ def densify(
     return DenseGraph(nodes, dense, dropped)
 
 
-def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
-    """(DenseAdjacency, edges dropped) of one edge set."""
-    owner, positions = expand_ranges(adj.starts, adj.degrees)
+def dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
+    """(DenseAdjacency, edges dropped) of one edge set: `adj` re-indexed by node rows.
+
+    When the out-edges lie in node order (as build_adjacency lays them out) and no endpoint is
+    missing, the targets' rows are the one new array per edge: the edge keys, features and
+    weights are `adj`'s own (shared, not copied)."""
     src_rows, src_ok = sources.lookup(adj.nodes)
-    dst_rows, dst_ok = targets.lookup(adj.targets[positions])
-    keep = src_ok[owner] & dst_ok
-    kept = positions[keep]
+    n_rows = len(sources.rows)
+    in_order = _in_node_order(adj)
+    if in_order:
+        dst_rows, dst_ok = targets.lookup(adj.targets)
+        if src_ok.all() and dst_ok.all():
+            starts = np.zeros(n_rows, np.int64)
+            degrees = np.zeros(n_rows, np.int64)
+            starts[src_rows] = adj.starts
+            degrees[src_rows] = adj.degrees
+            dense = DenseAdjacency(
+                starts, degrees, dst_rows, adj.edge_keys, adj.features, adj.weights
+            )
+            return dense, 0
+        owner = np.repeat(np.arange(len(adj.nodes)), adj.degrees)
+        keep = src_ok[owner] & dst_ok
+        kept = np.flatnonzero(keep)
+    else:
+        owner, positions = expand_ranges(adj.starts, adj.degrees)
+        dst_rows, dst_ok = targets.lookup(adj.targets[positions])
+        keep = src_ok[owner] & dst_ok
+        kept = positions[keep]
     new_degrees = np.bincount(owner[keep], minlength=len(adj.nodes)).astype(np.int64)
     new_starts = np.cumsum(new_degrees) - new_degrees
-    n_rows = len(sources.rows)
     starts = np.zeros(n_rows, np.int64)
     degrees = np.zeros(n_rows, np.int64)
     starts[src_rows[src_ok]] = new_starts[src_ok]
@@ -114,6 +134,20 @@ def _dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
         adj.weights[kept] if adj.weights is not None else None,
     )
     return dense, int(len(keep) - keep.sum())
+
+
+_dense_adjacency = dense_adjacency  # its former name (tests/test_tables_jit.py)
+
+
+def _in_node_order(adj: Adjacency) -> bool:
+    """Whether node i's out-edges are positions starts[i] .. starts[i] + degrees[i] and the
+    nodes' runs follow one another from 0 to the last edge (a CSR in node order)."""
+    degrees = adj.degrees
+    if len(degrees) == 0:
+        return adj.num_edges == 0
+    if adj.starts[0] != 0 or int(degrees.sum()) != adj.num_edges:
+        return False
+    return bool(np.array_equal(adj.starts[1:], np.cumsum(degrees[:-1])))
 
 
 def _assemble_jit():

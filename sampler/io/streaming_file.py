@@ -1,0 +1,168 @@
+"""A local output file that hands its bytes to the disk as it goes and leaves the page cache.
+
+Writing 10 GB of records through plain buffered writes leaves 10 GB of dirty pages that the
+kernel writes back late and in bulk, and it keeps every written page cached afterwards: the
+page cache fills, the writer's own writes start reclaiming memory (measured on this project's
+2-core VM: 10 GB cost 7.0 CPU-s of write() against 1.0 CPU-s for the first 3 GB), and
+everything else on the machine loses its cache to records nobody reads back soon.
+
+`StreamingFile` writes through Python's buffered file in large blocks; every `window` bytes it
+asks the kernel to start writing the window back (`sync_file_range(SYNC_FILE_RANGE_WRITE)`,
+which does not wait), waits for the window before that one (already on its way, so the wait is
+usually nil) and drops it from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`). At most
+about two windows per file are dirty or cached at any time. The bytes of the file are exactly
+those written. Without `sync_file_range` (not Linux) it is a plain buffered file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import functools
+import os
+import struct
+
+WINDOW = 16 << 20  # bytes handed to the disk at once
+_BUFFER = 1 << 20  # Python's write buffer: small pieces (headers, checksums) join here
+
+# sync_file_range flags (linux/fs.h)
+_WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
+
+
+@functools.cache
+def _sync_file_range():
+    """libc's sync_file_range, or None where there is none."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True) if name else None
+    except OSError:
+        return None
+    function = getattr(libc, "sync_file_range", None) if libc is not None else None
+    if function is None or not hasattr(os, "posix_fadvise"):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    return function
+
+
+class StreamingFile:
+    """A binary write stream creating the local file `path` (see the module docstring).
+
+    `with StreamingFile(path) as f: f.write(data)`; `f.written` is the bytes written so far.
+    """
+
+    def __init__(self, path: str, window: int = WINDOW):
+        if window < 1:
+            raise ValueError("window must be at least 1 byte")
+        self._file = open(path, "wb", buffering=_BUFFER)  # noqa: SIM115 - closed by close()
+        self._fd = self._file.fileno()
+        self._window = window
+        self._sync = _sync_file_range()
+        self.written = 0
+        self._started = 0  # bytes whose write-back was started
+        self._dropped = 0  # bytes written back and dropped from the page cache
+
+    def write(self, data) -> int:
+        count = self._file.write(data)
+        self.written += count
+        if self._sync is not None and self.written - self._started >= self._window:
+            self._hand_over()
+        return count
+
+    def _hand_over(self) -> None:
+        """Starts the write-back of what was written since the last call; waits for and drops
+        everything before the window that was started last time."""
+        self._file.flush()
+        start, end = self._started, self.written
+        self._range(start, end - start, _WRITE)
+        if start > self._dropped and self._sync is not None:
+            # the windows before: on the disk by now, most likely, so the wait is short
+            self._range(self._dropped, start - self._dropped, _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
+            os.posix_fadvise(self._fd, self._dropped, start - self._dropped, os.POSIX_FADV_DONTNEED)
+            self._dropped = start
+        self._started = end
+
+    def copy_from(self, source, count: int) -> None:
+        """Appends `count` bytes of the file object `source` from its position (opened
+        unbuffered): copied by the kernel (copy_file_range) a window at a time, or read and
+        written where the kernel cannot copy between these files."""
+        self._file.flush()
+        left, kernel = count, True
+        while left > 0:
+            step = min(left, self._window)
+            copied = 0
+            if kernel:
+                try:
+                    copied = os.copy_file_range(source.fileno(), self._fd, step)
+                except OSError as e:  # another filesystem, or no such call for these files
+                    if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                        raise
+                kernel = copied > 0
+            if not kernel:
+                data = source.read(step)
+                if not data:
+                    raise OSError(errno.EIO, f"{count - left} of {count} bytes, then the end")
+                copied = self._file.write(data)
+                self._file.flush()
+            left -= copied
+            self.written += copied
+            if self._sync is not None and self.written - self._started >= self._window:
+                self._hand_over()
+
+    def _range(self, offset: int, count: int, flags: int) -> None:
+        if self._sync(self._fd, offset, count, flags) == 0:
+            return
+        error = ctypes.get_errno()
+        if error in (errno.EINVAL, errno.ESPIPE, errno.ENOSYS):  # not for this file: plain writes
+            self._sync = None
+            return
+        raise OSError(error, os.strerror(error))
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def close(self) -> None:
+        """Flushes and closes; the last windows' write-back is started, not waited for."""
+        if self._file.closed:
+            return
+        try:
+            self._file.flush()
+            if self._sync is not None and self.written > self._started:
+                self._range(self._started, self.written - self._started, _WRITE)
+                self._started = self.written
+        finally:
+            self._file.close()
+
+    def __enter__(self) -> StreamingFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def write_records(stream, records) -> int:
+    """Writes `records` (bytes-like) to `stream` in TFRecord framing (sampler.io.tfrecord.frame's
+    bytes), each record passed as it is, not copied into one joined buffer; returns the bytes
+    written."""
+    from sampler.io.tfrecord import masked_crc
+
+    total = 0
+    for record in records:
+        length = _LENGTH.pack(len(record))
+        stream.write(length + _CRC.pack(masked_crc(length)))
+        stream.write(record)
+        stream.write(_CRC.pack(masked_crc(record)))
+        total += len(record) + 16
+    return total
+
+
+_LENGTH = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
