@@ -139,3 +139,40 @@ def test_written_pages_leave_the_page_cache(tmp_path):
             f.write(data[at : at + 100 * KB])
     assert _resident_bytes(str(path)) <= 4 << 20
     assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_concat_files_is_the_parts_in_order(tmp_path, monkeypatch, direct):
+    """Parts of every size around the block (empty, tiny, a block, blocks and a bit) make a
+    file that is their concatenation, written with O_DIRECT or, where it cannot be, copied."""
+    if not direct:
+        monkeypatch.setattr(streaming_file, "_DIRECT", None)
+    block = 4 * 4096
+    sizes = [0, 1, 4095, block, block - 1, 3 * block + 5, 0, 70_000]
+    parts = []
+    for i, size in enumerate(sizes):
+        part = tmp_path / f"part{i}"
+        part.write_bytes(random.Random(i).randbytes(size))
+        parts.append(str(part))
+    target = tmp_path / "shard"
+    streaming_file.concat_files(str(target), parts, block=block)
+    assert target.read_bytes() == b"".join(open(p, "rb").read() for p in parts)
+    streaming_file.concat_files(str(target), parts[:1], block=block)  # replaces, never appends
+    assert target.read_bytes() == b""
+
+
+def test_concat_files_where_direct_writes_are_refused(tmp_path, monkeypatch):
+    """A filesystem that opens with O_DIRECT but refuses the writes (EINVAL): the copy path."""
+    real_write = os.write
+
+    def refuse(fd, data):
+        if os.get_blocking(fd) and len(data) % 4096 == 0 and len(data) >= 4096:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(streaming_file.os, "write", refuse)
+    part = tmp_path / "part"
+    part.write_bytes(random.Random(1).randbytes(100_000))
+    target = tmp_path / "shard"
+    streaming_file.concat_files(str(target), [str(part)] * 3, block=4 * 4096)
+    assert target.read_bytes() == part.read_bytes() * 3

@@ -20,7 +20,12 @@ from sampler.jit_loader import kernels
 from sampler.memory import release_free_memory
 from sampler.node_table import NodeTable, build_node_table
 from sampler.sample.adjacency import Adjacency, build_adjacency
-from sampler.sample.dense import DenseGraph, dense_adjacency, sample_chunk_columns
+from sampler.sample.dense import (  # noqa: F401 - densify: callers use in_memory.densify
+    DenseGraph,
+    dense_adjacency,
+    densify,
+    sample_chunk_columns,
+)
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import Subgraph, SubgraphChunk

@@ -21,20 +21,17 @@ from apache_beam.metrics import Metrics
 
 from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
-from sampler.io.streaming_file import StreamingFile, write_records
+from sampler.io.streaming_file import concat_files, write_records
 
 NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
 
 
 def _concat_local(target: str, parts: list[str]) -> None:
-    """Local files: the parts copied into `target` by the kernel (copy_file_range), not
-    through this process's buffers, and the shard handed to the disk as it grows instead of
-    staying in the page cache (sampler.io.streaming_file)."""
-    with StreamingFile(target) as out:
-        for path in parts:
-            with open(path, "rb", buffering=0) as f:
-                out.copy_from(f, os.fstat(f.fileno()).st_size)
+    """Local files: the parts written to `target` straight to the disk where it takes
+    O_DIRECT writes, else copied by the kernel and handed to the disk as the shard grows
+    (sampler.io.streaming_file.concat_files): the shards do not fill the page cache."""
+    concat_files(target, parts)
 
 
 def _write_part(path: str, records: list[bytes]) -> None:
