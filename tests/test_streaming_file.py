@@ -176,3 +176,21 @@ def test_concat_files_where_direct_writes_are_refused(tmp_path, monkeypatch):
     target = tmp_path / "shard"
     streaming_file.concat_files(str(target), [str(part)] * 3, block=4 * 4096)
     assert target.read_bytes() == part.read_bytes() * 3
+
+
+def test_a_disk_error_in_write_back_is_raised_by_the_writer(tmp_path, monkeypatch):
+    """sync_file_range failing with EIO (a disk error, met by the write-back thread) is raised
+    by a later write() or by close(), not lost."""
+
+    def failing(fd, offset, count, flags):
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(streaming_file, "_sync_file_range", lambda: failing)
+    f = StreamingFile(str(tmp_path / "out"), window=4 * KB)
+    with pytest.raises(OSError) as raised:
+        for _ in range(100):
+            f.write(b"x" * KB)
+        f.close()
+    assert raised.value.errno == errno.EIO
+    f.close()  # closing again after the error does nothing

@@ -6,12 +6,14 @@ page cache fills, the writer's own writes start reclaiming memory (measured on t
 2-core VM: 10 GB cost 7.0 CPU-s of write() against 1.0 CPU-s for the first 3 GB), and
 everything else on the machine loses its cache to records nobody reads back soon.
 
-`StreamingFile` writes through Python's buffered file in large blocks; every `window` bytes it
-asks the kernel to start writing the window back (`sync_file_range(SYNC_FILE_RANGE_WRITE)`,
-which does not wait), waits for the window before that one (already on its way, so the wait is
-usually nil) and drops it from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`). At most
-about two windows per file are dirty or cached at any time. The bytes of the file are exactly
-those written. Without `sync_file_range` (not Linux) it is a plain buffered file.
+`StreamingFile` writes through Python's buffered file in large blocks; every `window` bytes a
+helper thread asks the kernel to start writing the window back
+(`sync_file_range(SYNC_FILE_RANGE_WRITE)`), waits for the windows before it (already on their
+way, so the wait is short) and drops them from the page cache
+(`posix_fadvise(POSIX_FADV_DONTNEED)`). The writer itself waits only when the disk falls
+`_BACKLOG` windows behind, so a few windows per file are dirty or cached at any time, and
+write() errors and the disk's (EIO) are raised by write() or close(). The bytes of the file
+are exactly those written. Without `sync_file_range` (not Linux) it is a plain buffered file.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ import errno
 import functools
 import mmap
 import os
+import queue
 import struct
+import threading
 
 WINDOW = 16 << 20  # bytes handed to the disk at once
 _DIRECT_BLOCK = 16 << 20  # bytes written at once by concat_files
 _ALIGN = 4096  # O_DIRECT: buffer address, file offset and size in multiples of this
 _DIRECT = getattr(os, "O_DIRECT", None)
 _BUFFER = 1 << 20  # Python's write buffer: small pieces (headers, checksums) join here
+_BACKLOG = 4  # windows handed over and not yet written back before the writer waits
 
 # sync_file_range flags (linux/fs.h)
 _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
@@ -64,33 +69,60 @@ class StreamingFile:
         self._window = window
         self._sync = _sync_file_range()
         self.written = 0
-        self._started = 0  # bytes whose write-back was started
-        self._dropped = 0  # bytes written back and dropped from the page cache
+        self._started = 0  # bytes handed to the write-back thread
+        self._dropped = 0  # bytes written back and dropped from the page cache (its thread's)
+        self._jobs: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._error: OSError | None = None  # the write-back's error, until raised
+        self._failed = False  # whether the write-back met an error (it stops then)
 
     def write(self, data) -> int:
+        self._raise_error()
         count = self._file.write(data)
         self.written += count
         if self._sync is not None and self.written - self._started >= self._window:
             self._hand_over()
         return count
 
-    def _hand_over(self) -> None:
-        """Starts the write-back of what was written since the last call; waits for and drops
-        everything before the window that was started last time."""
+    def _hand_over(self, last: bool = False) -> None:
+        """Hands what was written since the last call to the write-back thread, which starts
+        writing it back, then waits for and drops everything before it (the windows handed
+        over earlier, most likely on the disk by then). The thread does the waiting, so the
+        writer waits only when the disk is `_BACKLOG` windows behind."""
         self._file.flush()
-        start, end = self._started, self.written
-        self._range(start, end - start, _WRITE)
-        if start > self._dropped and self._sync is not None:
-            # the windows before: on the disk by now, most likely, so the wait is short
-            self._range(self._dropped, start - self._dropped, _WAIT_BEFORE | _WRITE | _WAIT_AFTER)
-            os.posix_fadvise(self._fd, self._dropped, start - self._dropped, os.POSIX_FADV_DONTNEED)
-            self._dropped = start
-        self._started = end
+        if self._thread is None:
+            self._jobs = queue.Queue(maxsize=_BACKLOG)
+            self._thread = threading.Thread(target=self._write_back, daemon=True)
+            self._thread.start()
+        self._jobs.put((self._started, self.written, last))
+        self._started = self.written
+
+    def _write_back(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            start, end, last = job
+            if self._failed or self._sync is None:
+                continue  # drains the queue; the writer raises the error once
+            try:
+                self._range(start, end - start, _WRITE)
+                if start > self._dropped and not last and self._sync is not None:
+                    flags = _WAIT_BEFORE | _WRITE | _WAIT_AFTER
+                    self._range(self._dropped, start - self._dropped, flags)
+                    count = start - self._dropped
+                    os.posix_fadvise(self._fd, self._dropped, count, os.POSIX_FADV_DONTNEED)
+                    self._dropped = start
+            except OSError as e:
+                self._error, self._failed = e, True
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
     def copy_from(self, source, count: int) -> None:
         """Appends `count` bytes of the file object `source` from its position (opened
         unbuffered): copied by the kernel (copy_file_range) a window at a time, or read and
         written where the kernel cannot copy between these files."""
+        self._raise_error()
         self._file.flush()
         left, kernel = count, True
         while left > 0:
@@ -140,10 +172,13 @@ class StreamingFile:
         try:
             self._file.flush()
             if self._sync is not None and self.written > self._started:
-                self._range(self._started, self.written - self._started, _WRITE)
-                self._started = self.written
+                self._hand_over(last=True)
         finally:
+            if self._thread is not None:
+                self._jobs.put(None)
+                self._thread.join()
             self._file.close()
+        self._raise_error()
 
     def __enter__(self) -> StreamingFile:
         return self
