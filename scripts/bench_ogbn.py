@@ -251,6 +251,17 @@ def stage_cpu(summary: dict) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
+def stage_wall(summary: dict) -> dict[str, float]:
+    """Wall seconds per stage, as stage_cpu sums them."""
+    if summary.get("stages"):
+        return {k: v["wall_s"] for k, v in summary["stages"].items()}
+    stages = (summary.get("resources") or {}).get("stage_cpu") or {}
+    out: dict[str, float] = {}
+    for label, entry in stages.items():
+        out[beam_phase(label)] = round(out.get(beam_phase(label), 0.0) + entry["wall_s"], 2)
+    return out
+
+
 def beam_phase(label: str) -> str:
     """The phase of a Beam stage label (pipelines.reporting.resources.stage_label): the
     `worker` placement's snapshot is read (ReadGraph/Spread + Read) and built (ReadGraph/Once)
@@ -315,6 +326,7 @@ def run_one(args, name: str, checkout: str, graph: str) -> dict:
         summary = summary_of(out_dir)
         measured["subgraphs"] = summary.get("counters", {}).get("subgraphs", 0)
         measured["stage_cpu"] = stage_cpu(summary)
+        measured["stage_wall"] = stage_wall(summary)
         measured["resources"] = summary.get("resources")
         if args.digest:
             measured["digest"] = digest(files)
@@ -334,11 +346,12 @@ def _add_slices(parts: list[dict]) -> dict:
              for k in ("wall_s", "cpu_s", "user_s", "sys_s", "out_mb", "subgraphs")}  # fmt: skip
     for k in ("largest_process_peak_rss_mb", "tree_peak_rss_mb", "tree_peak_pss_mb"):
         total[k] = max(p[k] for p in parts)
-    stages: dict[str, float] = {}
-    for p in parts:
-        for k, v in p["stage_cpu"].items():
-            stages[k] = round(stages.get(k, 0.0) + v, 2)
-    total["stage_cpu"] = stages
+    for key in ("stage_cpu", "stage_wall"):
+        stages: dict[str, float] = {}
+        for p in parts:
+            for k, v in p[key].items():
+                stages[k] = round(stages.get(k, 0.0) + v, 2)
+        total[key] = stages
     total["returncode"] = max(p["returncode"] for p in parts)
     total["stopped"] = next((p["stopped"] for p in parts if p["stopped"]), None)
     total["load_before"], total["load_after"] = parts[0]["load_before"], parts[-1]["load_after"]
