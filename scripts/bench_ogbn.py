@@ -51,8 +51,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PR_SET_CHILD_SUBREAPER = 36
 PAPERS = 736389
-GENERATE = ["--num_papers", str(PAPERS), "--feature_dim", "128", "--format", "parquet",
-            "--num_shards", "4", "--write_spec"]  # fmt: skip
+GENERATE = ["--feature_dim", "128", "--format", "parquet", "--num_shards", "4", "--write_spec"]
 RECORD_KB = 162  # bytes of records per subgraph at this size (MAG spec), to size the disk
 RUNS = ("build", "inmemory", "worker", "all_inmemory", "all_worker")
 STAGES = ("read", "build", "seeds", "sample", "encode", "write", "other")
@@ -68,12 +67,13 @@ def environment(checkout: str) -> dict:
                 PYTHONPATH=checkout)  # fmt: skip
 
 
-def make_graph(work_dir: str) -> str:
-    graph = os.path.join(work_dir, "graph")
+def make_graph(work_dir: str, papers: int = PAPERS) -> str:
+    graph = os.path.join(work_dir, "graph" if papers == PAPERS else f"graph{papers}")
     if not os.path.exists(os.path.join(graph, "sampling_spec.pbtxt")):
         print(f"generating the graph in {graph} ...", flush=True)
-        subprocess.run([python_of(ROOT), "-m", "pipelines.generate", *GENERATE, "--output_dir",
-                        graph], cwd=ROOT, env=environment(ROOT), check=True)  # fmt: skip
+        subprocess.run([python_of(ROOT), "-m", "pipelines.generate", "--num_papers", str(papers),
+                        *GENERATE, "--output_dir", graph], cwd=ROOT, env=environment(ROOT),
+                       check=True)  # fmt: skip
     return graph
 
 
@@ -299,12 +299,12 @@ def run_one(args, name: str, checkout: str, graph: str) -> dict:
     if name == "build":
         slices = [seed_file(graph, 10, args.every)]
     elif name.startswith("all"):
-        per = -(-PAPERS // args.slices)
-        slices = [seed_file(graph, min(per, PAPERS - i * per), 1, i * per)
+        per = -(-args.papers // args.slices)
+        slices = [seed_file(graph, min(per, args.papers - i * per), 1, i * per)
                   for i in range(args.slices)] if args.slices > 1 else [None]  # fmt: skip
     else:
         slices = [seed_file(graph, args.seeds, args.every)]
-    seeds = PAPERS if name.startswith("all") else (10 if name == "build" else args.seeds)
+    seeds = args.papers if name.startswith("all") else (10 if name == "build" else args.seeds)
     need = seeds / len(slices) * RECORD_KB * 1e3 * 1.1
     free = shutil.disk_usage(args.work_dir).free
     if free < need:
@@ -429,6 +429,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work_dir", default="/tmp/ogbn")
     parser.add_argument("--runs", default="build,inmemory,worker", help=",".join(RUNS))
+    parser.add_argument("--papers", type=int, default=PAPERS, help="the graph's size")
     parser.add_argument("--seeds", type=int, default=50000)
     parser.add_argument("--every", type=int, default=14, help="seeds: every N-th paper")
     parser.add_argument("--workers", type=int, default=2, help="SDK worker processes")
@@ -457,7 +458,9 @@ def main() -> None:
         raise SystemExit(f"unknown run {unknown[0]!r}: one of {', '.join(RUNS)}")
     checkouts = [os.path.abspath(c) for c in (args.checkout or [ROOT])]
     os.makedirs(args.work_dir, exist_ok=True)
-    graph = make_graph(args.work_dir)
+    if (max(args.seeds, 10) - 1) * args.every >= args.papers:
+        raise SystemExit(f"{args.seeds} seeds, every {args.every}th paper: past {args.papers}")
+    graph = make_graph(args.work_dir, args.papers)
     for checkout in checkouts:
         warm(checkout)
     disk = disk_speed(args.work_dir, args.dd_mb) if args.dd_mb else {}
