@@ -346,9 +346,11 @@ def remove_interrupted_run(output_dir: str, config: SampleConfig) -> None:
 
 
 def write_run_summary(
-    argv, args, counters, output_dir: str, seconds: float, issues, resources=None
+    argv, args, counters, output_dir: str, seconds: float, issues, resources=None, stages=None
 ) -> None:
-    """run_summary.json beside the samples, written last (see pipelines.reporting.accounting)."""
+    """run_summary.json beside the samples, written last (see pipelines.reporting.accounting);
+    `stages`: the seconds of each stage of an in-memory run (pipelines.reporting.stage_clock)."""
+    sections = {"stages": stages} if stages is not None else {}
     data = accounting.summary(
         argv,
         args,
@@ -357,6 +359,7 @@ def write_run_summary(
         samples=accounting.sample_accounting(counters),
         graph_issues=issues,
         resources=resources,
+        **sections,
     )
     print(f"summary: {accounting.write_run_summary(output_dir, data)}")
 
@@ -369,8 +372,11 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     if output_dir and "://" not in output_dir:
         os.makedirs(output_dir, exist_ok=True)
     note_output(output_dir, lambda: remove_interrupted_run(output_dir, config))
+    from pipelines.reporting.stage_clock import StageClock
+
+    clock = StageClock()
     try:
-        counters = sample_in_memory.run(config, graph, loaded.plan, output_dir)
+        counters = sample_in_memory.run(config, graph, loaded.plan, output_dir, clock)
         check_interrupted()
     except BaseException:  # a Ctrl-C or a failure: no partial shard stays (as on Beam)
         remove_partial_samples(output_dir, config)
@@ -383,7 +389,12 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     print(f"samples: {config.output_samples}")
     print(f"schema:  {schema_path}")
     print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
-    write_run_summary(argv_of(config), config, counters, output_dir, time.time() - start, issues)
+    print(clock.line())
+    seconds = time.time() - start
+    summary = clock.summary()
+    write_run_summary(
+        argv_of(config), config, counters, output_dir, seconds, issues, stages=summary
+    )
     inputs = accounting.input_files(graph, config.sampling_spec, config.input_seeds)
     accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 

@@ -7,17 +7,17 @@ the floor of the benchmarks and the oracle of the pipeline's tests.
 from __future__ import annotations
 
 import collections
-import struct
 import time
 import uuid
 
 from pipelines.reporting import accounting
+from pipelines.reporting.stage_clock import StageClock
 from pipelines.runtime.runner import output_shards
 from pipelines.toolkit import RowProgress
 from sampler import shards
-from sampler.io import tfrecord
-from sampler.io.files import create_file, delete, has_scheme, join, rename, shard_name
+from sampler.io.files import create_stream, delete, has_scheme, join, rename, shard_name
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify, edge_facts
@@ -28,38 +28,43 @@ from sampler.sample.rejected import rejected_seed_lines
 IN_MEMORY = "InMemory"
 
 
-def run(args, graph, plan, output_dir: str) -> collections.Counter:
+def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> collections.Counter:
     """Samples every seed and writes the records; returns the counters.
 
     `args` is the CLI's config (pipelines.sample_config.SampleConfig), parsed and validated once there;
-    `graph` and `plan` are the schema and plan it loaded once.
+    `graph` and `plan` are the schema and plan it loaded once. `clock` gets the time of each
+    stage: read, build, seeds, sample, encode, write.
     """
+    clock = clock if clock is not None else StageClock()
     start = time.time()
     dead = DeadLetters(args.max_bad_records)
-    node_tables, adjacency = in_memory.load_tables(graph, plan, dead.on_bad)
+    with clock("read"):
+        parts = in_memory.read_tables(graph, dead.on_bad)
     if plan.link is not None:
-        return _run_links(args, graph, plan, node_tables, adjacency, start, dead, output_dir)
-    mem = densify(graph, node_tables, adjacency)
-    facts = graph_facts(graph, node_tables, adjacency, mem)
-    if args.input_seeds:
-        seed_ids = read_seed_ids(args.input_seeds, dead.seeds_on_bad)
-        facts["rows_read/seeds"] = len(seed_ids)
-    else:
-        seed_ids = mem.node_tables[plan.seed_set].rows.ids
-    seeds = make_seeds(seed_ids)
-    counters = collections.Counter(seeds_in=len(seeds), **facts)
-    dead.account(counters, output_dir)
-    if args.input_seeds:
-        node_fps = mem.node_tables[plan.seed_set].rows.fp
-        rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
-        accounting.write_rejected_seeds_file(rejected, output_dir)
+        return _run_links(args, graph, plan, parts, start, clock, dead, output_dir)
+    with clock("build"):
+        mem = in_memory.build_dense_graph(graph, plan, parts)
+        facts = graph_facts(graph, mem)
+    with clock("seeds"):
+        if args.input_seeds:
+            seed_ids = read_seed_ids(args.input_seeds, dead.seeds_on_bad)
+            facts["rows_read/seeds"] = len(seed_ids)
+        else:
+            seed_ids = mem.node_tables[plan.seed_set].rows.ids
+        seeds = make_seeds(seed_ids)
+        counters = collections.Counter(seeds_in=len(seeds), **facts)
+        dead.account(counters, output_dir)
+        if args.input_seeds:
+            node_fps = mem.node_tables[plan.seed_set].rows.fp
+            rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
+            accounting.write_rejected_seeds_file(rejected, output_dir)
     randomness = in_memory.Randomness(args.seed)
     chunks = (
         (bucket, chunk)
         for bucket, part in by_bucket(seeds, args.num_buckets)
         for chunk in in_memory.sample_chunks(graph, plan, mem, part, randomness, counters)
     )
-    _write(args, chunks, encode_specs(graph.schema), counters)
+    _write(args, clock.timed("sample", chunks), encode_specs(graph.schema), counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
 
@@ -88,7 +93,7 @@ class DeadLetters:
         accounting.check_bad_records(counters, self.limit, output_dir)
 
 
-def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
+def graph_facts(graph, mem) -> dict[str, int]:
     """The counters from which pipelines.reporting.accounting.graph_issues finds a graph's issues, as the
     Beam runner counts them (sampler.beam.read, the placements' GraphFacts): rows read per
     table, duplicate node ids, edges with a missing endpoint (dropped), self-loops and
@@ -96,11 +101,12 @@ def graph_facts(graph, node_tables, adjacency, mem) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, info in graph.node_sets.items():
         if info.filename:
-            table = node_tables[name]
+            table = mem.node_tables[name]
             out[f"rows_read/{name}"] = len(table.rows.ids) + table.duplicates
             out[f"duplicate_node_ids/{name}"] = table.duplicates
-    for name in graph.edge_sets:
-        out[f"rows_read/{name}"] = adjacency[name].num_edges
+    for name in graph.edge_sets:  # the edges kept and those dropped for a missing endpoint
+        read = len(mem.adjacency[name].targets) + mem.dropped_edges.get(name, 0)
+        out[f"rows_read/{name}"] = read
     out.update(edge_facts(graph, mem))
     return {k: v for k, v in out.items() if v or k.startswith("rows_read/")}
 
@@ -114,7 +120,7 @@ def by_bucket(seeds, num_buckets: int):
         yield bucket, seeds.take(index)
 
 
-def _write(args, chunks, specs, counters) -> None:
+def _write(args, chunks, specs, counters, clock: StageClock) -> None:
     """Encodes chunk by chunk (encode_chunk) and writes a chunk of bucket b to shard
     b % shards, as the Beam runner's shards hold them (`by_bucket`).
 
@@ -130,53 +136,50 @@ def _write(args, chunks, specs, counters) -> None:
     folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     temp = join(folder or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     temps = [join(temp, path.rsplit("/", 1)[-1]) for path in paths]
-    writers = [create_file(path) for path in temps]
+    writers = [create_stream(path) for path in temps]
     # --progress_interval: a line on stderr per interval, as the Beam runner prints its own
     progress = RowProgress("in memory", args.progress_interval)
     try:
         for bucket, chunk in chunks:
             writer = writers[bucket % len(writers)]
-            for record in encode_chunk(chunk, specs):
-                _write_record(writer, record)
+            with clock("encode"):
+                records = encode_chunk(chunk, specs)
+            with clock("write"):
+                write_records(writer, records)
             counters["subgraphs"] += len(chunk)
             progress("subgraphs", counters["subgraphs"])
     finally:
         progress.done()
-        for writer in writers:
-            writer.close()
-    for source, target in zip(temps, paths, strict=True):
-        rename(source, target)
-    if not has_scheme(temp):  # an object store has no folder left once its files moved
-        delete([temp])
-
-
-def _write_record(writer, record: bytes) -> None:
-    """One TFRecord (the framing of sampler.io.tfrecord.frame), without copying `record`."""
-    length = struct.pack("<Q", len(record))
-    writer.write(length + struct.pack("<I", tfrecord.masked_crc(length)))
-    writer.write(record)
-    writer.write(struct.pack("<I", tfrecord.masked_crc(record)))
+        with clock("write"):
+            for writer in writers:
+                writer.close()
+    with clock("write"):
+        for source, target in zip(temps, paths, strict=True):
+            rename(source, target)
+        if not has_scheme(temp):  # an object store has no folder left once its files moved
+            delete([temp])
 
 
 def _run_links(
-    args, graph, plan, node_tables, adjacency, start, dead, output_dir
+    args, graph, plan, parts, start, clock: StageClock, dead: DeadLetters, output_dir: str
 ) -> collections.Counter:
     """A symmetric_link_seed_op: one example per seed edge and negative (sampler.sample.link).
 
     Default seeds are every edge of the seed edge set, those with a missing endpoint included
     (rejected as `seeds_not_in_node_set`, as the Beam placements do)."""
-    facts = {}
-    if args.input_seeds:
-        pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad)
-        facts["rows_read/seeds"] = len(pairs[0])
-    else:
-        pairs = link.edge_pairs(adjacency[plan.link.edge_set])
-    seeds = link.make_link_seeds(*pairs)
-    mem = densify(graph, node_tables, adjacency)
-    counters = collections.Counter(
-        seeds_in=len(seeds), **graph_facts(graph, node_tables, adjacency, mem), **facts
-    )
-    dead.account(counters, output_dir)
+    with clock("build"):
+        node_tables, adjacency = in_memory.build_tables(graph, plan, parts)
+        facts = {}
+        if args.input_seeds:
+            pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad)
+            facts["rows_read/seeds"] = len(pairs[0])
+        else:
+            pairs = link.edge_pairs(adjacency[plan.link.edge_set])
+        mem = densify(graph, node_tables, adjacency)
+        del node_tables, adjacency
+        seeds = link.make_link_seeds(*pairs)
+        counters = collections.Counter(seeds_in=len(seeds), **graph_facts(graph, mem), **facts)
+        dead.account(counters, output_dir)
     randomness = in_memory.Randomness(args.seed)
     chunks = (
         (bucket, chunk)
@@ -192,6 +195,7 @@ def _run_links(
             args.keep_seed_edges,
         )
     )
-    _write(args, chunks, encode_specs(link.link_output_schema(graph.schema, plan)), counters)
+    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    _write(args, clock.timed("sample", chunks), specs, counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

@@ -64,7 +64,9 @@ class NodeBatch:
     def from_table(cls, table: pa.Table, specs: dict[str, FeatureSpec], id_column="#id"):
         id_col = table.column(id_column).combine_chunks()
         feats = {name: column_to_numpy(table.column(name), spec) for name, spec in specs.items()}
-        return cls(ids.fingerprint(id_col), bytes_array(id_col.to_pylist()), feats)
+        # to_numpy makes the object array of bytes in one C loop (to_pylist, then an object
+        # array, made each id twice over)
+        return cls(ids.fingerprint(id_col), id_col.to_numpy(zero_copy_only=False), feats)
 
     def take(self, index: np.ndarray) -> NodeBatch:
         return NodeBatch(self.fp[index], self.ids[index], take_features(self.features, index))

@@ -15,8 +15,10 @@ import sys
 import time
 
 import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.reporting.resources import slowest_stages, stage_bytes, stage_label
+from pipelines.reporting.resources import slowest_stages, stage_bytes, stage_cpu, stage_label
 from pipelines.runtime.runner import LocalRunner
 from sampler.tools import synthetic
 
@@ -74,6 +76,35 @@ def test_slowest_stages_name_the_stage_that_waited():
     name, seconds = next(iter(slowest.items()))
     assert name == "Group/Read + Sleepy" and seconds >= 0.4, slowest
     assert sum(runner.counts.stage_seconds.values()) >= 0.4
+
+
+def _burn(cpu_seconds):
+    def fn(x):
+        start = time.thread_time()
+        while time.thread_time() - start < cpu_seconds:
+            pass
+        return x
+
+    return fn
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_stage_cpu_puts_a_step_s_cpu_on_its_stage_and_process(mode):
+    """A step that burns 0.3 CPU-s per element (two) behind a GroupByKey: its stage shows at
+    least 0.6 CPU-s, in the SDK worker process when there is one, else in the runner (lower
+    bounds of CPU spent, not a speed test)."""
+    runner = LocalRunner()
+    options = PipelineOptions([f"--direct_running_mode={mode}", "--direct_num_workers=1"])
+    with beam.Pipeline(runner=runner, options=options) as p:
+        grouped = p | beam.Create([(1, 1), (2, 2)]) | "Group" >> beam.GroupByKey()
+        _ = grouped | "Burn" >> beam.Map(_burn(0.3))
+    got = stage_cpu(runner.counts.stage_seconds, runner.counts.stage_cpu)
+    entry = got["Group/Read + Burn"]
+    where, other = (
+        ("workers_s", "runner_s") if mode == "multi_processing" else ("runner_s", "workers_s")
+    )
+    assert entry[where] >= 0.6 > entry[other], got
+    assert list(got) == list(dict.fromkeys(map(stage_label, runner.counts.stage_seconds)))
 
 
 def test_a_stage_label_is_its_first_two_steps():

@@ -137,11 +137,11 @@ def test_densify_compiled_is_numpy_with_missing_endpoints(monkeypatch):
     rows = NodeBatch(present, bytes_array([b"%d" % i for i in range(len(present))]), {})
     table = build_node_table(rows)
     adj = adjacency.build_adjacency(edges, "weight")
-    got, got_dropped = dense._dense_adjacency(adj, table, table)
+    got, got_dropped = dense.dense_adjacency(adj, table, table)
     monkeypatch.setattr(
         node_table.NodeTable, "lookup", lambda self, fps: oracles.lookup_numpy(self.rows.fp, fps)
     )
-    want, want_dropped = dense._dense_adjacency(adj, table, table)
+    want, want_dropped = dense.dense_adjacency(adj, table, table)
     assert got_dropped == want_dropped > 0
     for field in ("starts", "degrees", "targets", "edge_keys", "weights"):
         np.testing.assert_array_equal(getattr(got, field), getattr(want, field), err_msg=field)

@@ -15,6 +15,9 @@ For sizing a Dataflow job from a local run (run_summary.json's `resources` secti
   inputs and materialized PCollections such as a Flatten's).
 - `slowest_stages`: the wall seconds of the fused stages that took longest, named by their
   first two steps. The local runner runs one stage at a time, so these add up to the run.
+- `stage_cpu`: the same stages' CPU seconds, the runner process's (`runner_s`) apart from
+  its SDK worker processes' (`workers_s`: every process below the runner, from /proc), in
+  the order they ran, so that the run's CPU is told stage by stage and process by process.
 
 The counts come from the local runner's buffers (`count_run` wraps the append of
 Beam 2.77's FnApiRunner buffers, in the runner process); Beam's own `sampled_byte_size`
@@ -38,6 +41,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
 
 from pipelines.beam_patches import targets
+from pipelines.reporting.process_cpu import descendants_cpu_seconds
 
 GROUP_BY_KEY = common_urns.primitives.GROUP_BY_KEY.urn
 PAR_DO = common_urns.primitives.PAR_DO.urn
@@ -57,6 +61,7 @@ TARGETS = (
 )
 _counts: collections.Counter | None = None  # buffer id -> bytes, while a run counts
 _seconds: collections.Counter | None = None  # stage name -> wall seconds, while a run counts
+_cpu: collections.Counter | None = None  # (stage name, process role) -> CPU-s, while a run counts
 
 
 def _counting_append(append):
@@ -83,12 +88,21 @@ def _tagging_get_buffer(get_buffer):
 def _timing_execute_bundle(execute):
     def timed(self, context, bundle_context_manager, bundle_input):
         start = time.perf_counter()
+        cpu = _cpu is not None and (_cpu_seconds(resource.RUSAGE_SELF), descendants_cpu_seconds())
         try:
             return execute(self, context, bundle_context_manager, bundle_input)
         finally:
             seconds = _seconds
             if seconds is not None:
                 seconds[bundle_context_manager.stage.name] += time.perf_counter() - start
+            stage_cpu = _cpu
+            if stage_cpu is not None and cpu:
+                runner, workers = cpu
+                name = bundle_context_manager.stage.name
+                stage_cpu[name, "runner"] += _cpu_seconds(resource.RUSAGE_SELF) - runner
+                now = descendants_cpu_seconds()
+                if now is not None and workers is not None:
+                    stage_cpu[name, "workers"] += now - workers
 
     timed.__wrapped__ = execute
     return timed
@@ -110,20 +124,22 @@ def _install() -> None:
 class RunCounts(typing.NamedTuple):
     buffer_bytes: collections.Counter  # buffer id -> bytes the runner buffered
     stage_seconds: collections.Counter  # fused stage name -> wall seconds of its bundles
+    # (fused stage name, "runner" or "workers") -> CPU seconds of its bundles
+    stage_cpu: collections.Counter = collections.Counter()
 
 
 @contextlib.contextmanager
 def count_run():
     """Counts, while open, the bytes the local runner buffers and the time of each stage."""
-    global _counts, _seconds
+    global _counts, _seconds, _cpu
     with _lock:
         _install()
-        counts = RunCounts(collections.Counter(), collections.Counter())
-        _counts, _seconds = counts
+        counts = RunCounts(collections.Counter(), collections.Counter(), collections.Counter())
+        _counts, _seconds, _cpu = counts
     try:
         yield counts
     finally:
-        _counts = _seconds = None
+        _counts = _seconds = _cpu = None
 
 
 def stage_label(name: str) -> str:
@@ -137,6 +153,23 @@ def slowest_stages(stage_seconds: dict[str, float]) -> dict[str, float]:
     """The TOP_STEPS stages that took longest, by label, in seconds."""
     top = sorted(stage_seconds.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STEPS]
     return {stage_label(name): round(seconds, 2) for name, seconds in top}
+
+
+def stage_cpu(stage_seconds: dict[str, float], cpu: dict[tuple[str, str], float]) -> dict:
+    """{stage label: {"wall_s", "runner_s", "workers_s"}} of every stage, in the order they ran;
+    stages with the same label add up."""
+    out: dict[str, dict[str, float]] = {}
+    for name, seconds in stage_seconds.items():
+        entry = out.setdefault(
+            stage_label(name), {"wall_s": 0.0, "runner_s": 0.0, "workers_s": 0.0}
+        )
+        entry["wall_s"] += seconds
+        entry["runner_s"] += cpu.get((name, "runner"), 0.0)
+        entry["workers_s"] += cpu.get((name, "workers"), 0.0)
+    return {
+        label: {key: round(value, 2) for key, value in entry.items()}
+        for label, entry in out.items()
+    }
 
 
 def _peak_mb(who: int) -> float:
@@ -196,6 +229,7 @@ def run_resources(pipeline) -> dict | None:
         "sdk_workers_cpu_seconds": _cpu_seconds(resource.RUSAGE_CHILDREN) if multi else None,
         **stage_bytes(proto, runner.counts.buffer_bytes),
         "slowest_stages": slowest_stages(runner.counts.stage_seconds),
+        "stage_cpu": stage_cpu(runner.counts.stage_seconds, runner.counts.stage_cpu),
     }
 
 

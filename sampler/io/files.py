@@ -26,6 +26,7 @@ import shutil
 
 from sampler.errors import UserError
 from sampler.io import gcs
+from sampler.io.no_follow import open_new  # noqa: F401 - files.open_new for its callers
 
 FORMATS = ("csv", "tfrecord", "parquet")
 
@@ -145,23 +146,6 @@ def _local_create(path: str):
     if folder:
         os.makedirs(folder, exist_ok=True)
     return open_new(path)
-
-
-def open_new(path: str, mode: str = "wb"):
-    """A local file opened for writing ("wb" or "w": UTF-8 text), created or truncated, never
-    through a symbolic link: a link at `path` is a UserError naming it (what the project
-    writes beside a user's data must not land in another file of theirs)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise UserError(
-                f"{path} is a symbolic link; nothing is written through a link (remove it, or"
-                " write the output somewhere else)"
-            ) from e
-        raise
-    return open(fd, mode, encoding="utf-8" if "b" not in mode else None)  # noqa: SIM115
 
 
 def _native(path: str) -> bool:
@@ -344,6 +328,23 @@ def create_file(path: str):
     except UserError:
         raise
     except Exception as e:  # Beam wraps OSError in BeamIOError; report one line.
+        raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
+
+
+def create_stream(path: str):
+    """create_file for a long output written front to back (sample shards): a local file is a
+    sampler.io.streaming_file.StreamingFile, handed to the disk as it is written and not kept in
+    the page cache."""
+    if has_scheme(path):
+        return create_file(path)
+    from sampler.io.streaming_file import StreamingFile
+
+    try:
+        folder = os.path.dirname(path)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        return StreamingFile(path)
+    except Exception as e:  # noqa: BLE001 - one line, as create_file
         raise UserError(f"{path}: cannot create: {_reason(path, e)}") from e
 
 

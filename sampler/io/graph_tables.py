@@ -6,6 +6,7 @@ file on workers.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sampler import ids
-from sampler.arrays import sorted_unique_index
 from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.io import bigquery_source, files, parquet_reader, readers
 from sampler.node_table import FingerprintCollision
@@ -72,35 +72,63 @@ def read_edge_file(
     info: EdgeSetInfo,
     latent_ends: tuple[str, ...] = (),
     on_bad: readers.OnBad = None,
-) -> Iterator[tuple[EdgeBatch, dict[str, NodeBatch]]]:
+    arrow_ends: bool = False,
+) -> Iterator[tuple[EdgeBatch, dict]]:
     """Edge batches (source/target swapped for reversed sets), plus the ids at latent ends.
 
     `latent_ends` lists '#source' / '#target' (as stored in the file) whose node set has no
-    table: their distinct ids are returned as feature-less NodeBatches keyed by that column.
+    table: their distinct ids are returned as feature-less NodeBatches keyed by that column,
+    or with `arrow_ends` as a binary Arrow array of the distinct ids in no particular order
+    (no fingerprint and no Python object per id yet: `distinct_id_column` of all of a set's
+    arrays makes its rows).
     """
     tables = readers.read_table(path, fmt, ("#source", "#target"), info.features, on_bad=on_bad)
     for table in tables:
         ends = {}
         for column in latent_ends:
-            ends[column] = distinct_ids(table.column(column).combine_chunks())
+            values = table.column(column).combine_chunks()
+            ends[column] = pc.unique(values) if arrow_ends else distinct_ids(values)
         yield EdgeBatch.from_table(table, info.features, info.reversed), ends
+
+
+class DistinctIds(typing.NamedTuple):
+    """Distinct ids in fingerprint order, the ids still an Arrow binary array."""
+
+    fp: np.ndarray  # uint64, sorted, no two equal
+    ids: pa.Array  # binary, the id of each fingerprint
+
+    def __len__(self) -> int:
+        return len(self.fp)
+
+    def nodes(self) -> NodeBatch:
+        """The feature-less NodeBatch of these ids (a latent node set's rows)."""
+        return NodeBatch(self.fp, self.ids.to_numpy(zero_copy_only=False), {})
+
+
+def distinct_id_column(column: pa.Array | pa.ChunkedArray) -> DistinctIds:
+    """The distinct ids of a binary column in fingerprint order: Arrow's hash table finds the
+    distinct ids, then only those are fingerprinted and sorted; two ids with one fingerprint
+    raise FingerprintCollision, as in build_node_table."""
+    unique = pc.unique(column)
+    if isinstance(unique, pa.ChunkedArray):
+        unique = unique.combine_chunks()
+    fp = ids.fingerprint(unique)
+    order = np.argsort(fp)  # no two ids share a fingerprint (checked below): any sort will do
+    fp = fp[order]
+    same = np.flatnonzero(fp[1:] == fp[:-1]) if len(fp) > 1 else np.zeros(0, np.int64)
+    if len(same):
+        i, j = int(order[same[0]]), int(order[same[0] + 1])
+        raise FingerprintCollision(
+            f"ids {unique[i].as_py()!r} and {unique[j].as_py()!r} share a 64-bit fingerprint"
+        )
+    return DistinctIds(fp, unique.take(order))
 
 
 def distinct_ids(column: pa.Array) -> NodeBatch:
     """The distinct ids of a column as a feature-less NodeBatch in fingerprint order (a latent
     node set's rows: an author of a thousand papers is one row, not a thousand); two ids with
     one fingerprint raise FingerprintCollision, as in build_node_table."""
-    fp = ids.fingerprint(column)
-    unique, first = sorted_unique_index(fp)
-    if len(unique) < len(fp):
-        same = pc.equal(column, column.take(first[np.searchsorted(unique, fp)]))
-        if not pc.all(same).as_py():
-            i = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
-            j = first[np.searchsorted(unique, fp[i])]
-            raise FingerprintCollision(
-                f"ids {column[i].as_py()!r} and {column[j].as_py()!r} share a 64-bit fingerprint"
-            )
-    return NodeBatch(unique, column.take(first).to_numpy(zero_copy_only=False), {})
+    return distinct_id_column(column).nodes()
 
 
 def graph_files(graph: GraphInfo) -> list[tuple[str, str, str, str]]:

@@ -82,7 +82,9 @@ class SampleOnWorkers(beam.PTransform):
         *,
         randomness: Randomness,
         num_buckets: int,
-        chunk_size: int = 128,  # seeds sampled at once: a process's working set (same records)
+        # seeds sampled at once (the same records whatever it is): a process's working set;
+        # at ogbn-mag's size 128 cost 25% more sampling CPU than 512, --runner InMemory's
+        chunk_size: int = 512,
         kernel=None,
     ):
         super().__init__()

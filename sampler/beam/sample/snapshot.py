@@ -33,7 +33,7 @@ from sampler.io.files import write_error
 from sampler.node_table import NodeTable
 from sampler.sample import graph_store
 from sampler.sample.dense import densify, edge_facts
-from sampler.sample.in_memory import build_tables
+from sampler.sample.in_memory import build_dense_graph, build_tables
 from sampler.sample.link import edge_pairs
 from sampler.sample.plan import SamplingPlan
 from sampler.schema import GraphInfo
@@ -72,7 +72,16 @@ class _ReadToPart(_ReadTable):
     def process(self, element):
         index, (kind, name, path, fmt) = element
         self._count(name, 0)
-        pieces = graph_tables.read_graph_file(self._graph, kind, name, path, fmt, self._report)
+        if kind == "node":
+            pieces = graph_tables.read_node_file(
+                path, fmt, self._graph.node_sets[name], self._report
+            )
+        else:  # latent ids as Arrow arrays: no Python object per id to pickle and unpickle
+            info = self._graph.edge_sets[name]
+            latent = tuple(graph_tables.latent_ends(self._graph, info))
+            pieces = graph_tables.read_edge_file(
+                path, fmt, info, latent, self._report, arrow_ends=True
+            )
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:
@@ -119,16 +128,20 @@ class _Build(beam.DoFn):
     def process(self, _, parts):
         graph = self._graph
         paths = [path for _, path in sorted(parts)]
-        nodes, adjacency = build_tables(graph, self._plan, [read_part(p) for p in paths])
-        for name, info in graph.node_sets.items():
-            if info.filename:
-                Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}").inc(nodes[name].duplicates)
-        if self._link_pairs:
+        read = [read_part(p) for p in paths]
+        if self._link_pairs:  # the fingerprint-keyed adjacency of the link edge set is needed
+            nodes, adjacency = build_tables(graph, self._plan, read)
             yield beam.pvalue.TaggedOutput(
                 LINK_PAIRS, edge_pairs(adjacency[self._plan.link.edge_set])
             )
-        dense = densify(graph, nodes, adjacency)
-        del nodes, adjacency
+            dense = densify(graph, nodes, adjacency)
+            del nodes, adjacency
+        else:  # each edge set re-indexed as soon as it is built (less memory, same graph)
+            dense = build_dense_graph(graph, self._plan, read)
+        for name, info in graph.node_sets.items():
+            if info.filename:
+                duplicates = dense.nodes[name].duplicates
+                Metrics.counter(NAMESPACE, f"duplicate_node_ids/{name}").inc(duplicates)
         for counter, count in edge_facts(graph, dense).items():
             Metrics.counter(NAMESPACE, counter).inc(count)
         folder = FileSystems.join(self._folder, f"graph-{uuid.uuid4().hex[:8]}")

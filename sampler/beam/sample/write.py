@@ -14,33 +14,37 @@ for the same flags. A retried bundle rewrites the same part with the same bytes.
 from __future__ import annotations
 
 import os
-import shutil
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from sampler.io import files, gcs, tfrecord
+from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
+from sampler.io.streaming_file import concat_files, write_records
 
 NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
 
 
 def _concat_local(target: str, parts: list[str]) -> None:
-    """Local files: the parts copied into `target` by the kernel (copy_file_range), not
-    through this process's buffers."""
-    with files.open_new(target) as out:
-        for path in parts:
-            with open(path, "rb") as f:
-                left = os.fstat(f.fileno()).st_size
-                while left > 0:
-                    copied = os.copy_file_range(f.fileno(), out.fileno(), left)
-                    if copied == 0:
-                        break
-                    left -= copied
-                if left:  # a filesystem that copies nothing this way
-                    shutil.copyfileobj(f, out, _COPY_CHUNK)
+    """Local files: the parts written to `target` straight to the disk where it takes
+    O_DIRECT writes, else copied by the kernel and handed to the disk as the shard grows
+    (sampler.io.streaming_file.concat_files): the shards do not fill the page cache."""
+    concat_files(target, parts)
+
+
+def _write_part(path: str, records: list[bytes]) -> None:
+    """One chunk's records as a TFRecord part file: a local part is written record by record
+    (no joined copy of the chunk); it is read back soon by the concatenation, so it stays in
+    the page cache."""
+    if has_scheme(path):
+        with FileSystems.create(path) as f:
+            f.write(tfrecord.frame(records))
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb", buffering=1 << 20) as f:
+        write_records(f, records)
 
 
 @beam.typehints.with_input_types(tuple[int, int, list[bytes]])
@@ -72,8 +76,7 @@ class WriteRecordShards(beam.PTransform):
             bucket, chunk, records = element
             path = FileSystems.join(self._temp_dir, f"part-{bucket:06d}-{chunk:06d}")
             try:
-                with FileSystems.create(path) as f:
-                    f.write(tfrecord.frame(records))
+                _write_part(path, records)
             except OSError as e:
                 raise write_error(path, e) from e
             self._records.inc(len(records))

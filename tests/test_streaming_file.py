@@ -1,0 +1,196 @@
+"""sampler.io.streaming_file: the bytes written, and the page cache left as it was."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import random
+
+import pytest
+
+from sampler.io import streaming_file, tfrecord
+from sampler.io.streaming_file import StreamingFile, write_records
+
+KB = 1 << 10
+
+
+def _pieces(seed: int, total: int) -> list[bytes]:
+    """Pieces of every size from 0 bytes to 3x the window used below, `total` bytes in all."""
+    rng = random.Random(seed)
+    out, size = [], 0
+    while size < total:
+        n = rng.choice([0, 1, 7, 12, 4 * KB, 63 * KB, 200 * KB, 700 * KB])
+        out.append(rng.randbytes(n))
+        size += n
+    return out
+
+
+@pytest.mark.parametrize("hand_over", [True, False])
+def test_bytes_are_those_written(tmp_path, monkeypatch, hand_over):
+    """Whatever the pieces and windows, the file holds their concatenation (with the hand-over
+    to the disk, and as a plain buffered file where there is no sync_file_range)."""
+    if not hand_over:
+        monkeypatch.setattr(streaming_file, "_sync_file_range", lambda: None)
+    pieces = _pieces(1, 6 << 20)
+    path = tmp_path / "out"
+    with StreamingFile(str(path), window=256 * KB) as f:
+        for piece in pieces:
+            assert f.write(piece) == len(piece)
+    assert path.read_bytes() == b"".join(pieces)
+    assert f.written == len(b"".join(pieces))
+
+
+@pytest.mark.parametrize("kernel_copies", [True, False])
+def test_copy_from_appends_files(tmp_path, monkeypatch, kernel_copies):
+    """copy_from puts other files' bytes after what was written, in order, also when the
+    kernel cannot copy (the read-and-write fallback)."""
+    if not kernel_copies:
+
+        def cannot(*_):
+            raise OSError(errno.EXDEV, "cross-device")
+
+        monkeypatch.setattr(streaming_file.os, "copy_file_range", cannot)
+    parts = []
+    for i, size in enumerate([0, 5, 300 * KB, 1 << 20]):
+        part = tmp_path / f"part{i}"
+        part.write_bytes(random.Random(i).randbytes(size))
+        parts.append(part)
+    path = tmp_path / "out"
+    with StreamingFile(str(path), window=64 * KB) as f:
+        f.write(b"head")
+        for part in parts:
+            with open(part, "rb", buffering=0) as source:
+                f.copy_from(source, part.stat().st_size)
+        f.write(b"tail")
+    expected = b"head" + b"".join(p.read_bytes() for p in parts) + b"tail"
+    assert path.read_bytes() == expected
+
+
+def test_copy_from_short_source_is_an_error(tmp_path):
+    part = tmp_path / "part"
+    part.write_bytes(b"abc")
+    with StreamingFile(str(tmp_path / "out")) as f, open(part, "rb", buffering=0) as source:
+        with pytest.raises(OSError, match="3 of 10 bytes"):
+            f.copy_from(source, 10)
+
+
+def test_write_records_is_tfrecord_framing(tmp_path):
+    """The framed bytes are sampler.io.tfrecord.frame's, and read back as the records."""
+    records = [b"", b"x", random.Random(3).randbytes(100 * KB), b"\x00" * 9]
+    path = tmp_path / "out"
+    with StreamingFile(str(path), window=16 * KB) as f:
+        assert write_records(f, records) == len(tfrecord.frame(records))
+    assert path.read_bytes() == tfrecord.frame(records)
+    with open(path, "rb") as f:
+        assert [data for _, data in tfrecord.records(str(path), f)] == records
+
+
+def test_full_disk_is_an_error():
+    """A write the disk refuses (ENOSPC) raises; the hand-over does not hide it."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    f = StreamingFile("/dev/full", window=64 * KB)
+    with pytest.raises(OSError) as raised:
+        for _ in range(64):
+            f.write(b"x" * (64 * KB))
+        f.close()
+    assert raised.value.errno == errno.ENOSPC
+
+
+def _resident_bytes(path: str) -> int:
+    """The bytes of `path` in the page cache (mincore over a read-only mapping)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)  # fmt: skip
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    size = os.path.getsize(path)
+    page = os.sysconf("SC_PAGE_SIZE")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+        assert address not in (None, ctypes.c_void_p(-1).value)
+        pages = (size + page - 1) // page
+        vector = ctypes.create_string_buffer(pages)
+        assert libc.mincore(address, size, vector) == 0
+        libc.munmap(address, size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vector.raw) * page
+
+
+def test_written_pages_leave_the_page_cache(tmp_path):
+    """After writing 48 MB in 1 MB windows, about two windows are still cached; the same bytes
+    written plainly stay cached (so the check can see a difference on this filesystem)."""
+    if streaming_file._sync_file_range() is None:
+        pytest.skip("no sync_file_range here")
+    data = random.Random(5).randbytes(48 << 20)
+    plain = tmp_path / "plain"
+    with open(plain, "wb") as f:
+        f.write(data)
+    if _resident_bytes(str(plain)) < 40 << 20:
+        pytest.skip("this filesystem does not keep written pages cached")
+    path = tmp_path / "streamed"
+    with StreamingFile(str(path), window=1 << 20) as f:
+        for at in range(0, len(data), 100 * KB):
+            f.write(data[at : at + 100 * KB])
+    assert _resident_bytes(str(path)) <= 4 << 20
+    assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_concat_files_is_the_parts_in_order(tmp_path, monkeypatch, direct):
+    """Parts of every size around the block (empty, tiny, a block, blocks and a bit) make a
+    file that is their concatenation, written with O_DIRECT or, where it cannot be, copied."""
+    if not direct:
+        monkeypatch.setattr(streaming_file, "_DIRECT", None)
+    block = 4 * 4096
+    sizes = [0, 1, 4095, block, block - 1, 3 * block + 5, 0, 70_000]
+    parts = []
+    for i, size in enumerate(sizes):
+        part = tmp_path / f"part{i}"
+        part.write_bytes(random.Random(i).randbytes(size))
+        parts.append(str(part))
+    target = tmp_path / "shard"
+    streaming_file.concat_files(str(target), parts, block=block)
+    assert target.read_bytes() == b"".join(open(p, "rb").read() for p in parts)
+    streaming_file.concat_files(str(target), parts[:1], block=block)  # replaces, never appends
+    assert target.read_bytes() == b""
+
+
+def test_concat_files_where_direct_writes_are_refused(tmp_path, monkeypatch):
+    """A filesystem that opens with O_DIRECT but refuses the writes (EINVAL): the copy path."""
+    real_write = os.write
+
+    def refuse(fd, data):
+        if os.get_blocking(fd) and len(data) % 4096 == 0 and len(data) >= 4096:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(streaming_file.os, "write", refuse)
+    part = tmp_path / "part"
+    part.write_bytes(random.Random(1).randbytes(100_000))
+    target = tmp_path / "shard"
+    streaming_file.concat_files(str(target), [str(part)] * 3, block=4 * 4096)
+    assert target.read_bytes() == part.read_bytes() * 3
+
+
+def test_a_disk_error_in_write_back_is_raised_by_the_writer(tmp_path, monkeypatch):
+    """sync_file_range failing with EIO (a disk error, met by the write-back thread) is raised
+    by a later write() or by close(), not lost."""
+
+    def failing(fd, offset, count, flags):
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    monkeypatch.setattr(streaming_file, "_sync_file_range", lambda: failing)
+    f = StreamingFile(str(tmp_path / "out"), window=4 * KB)
+    with pytest.raises(OSError) as raised:
+        for _ in range(100):
+            f.write(b"x" * KB)
+        f.close()
+    assert raised.value.errno == errno.EIO
+    f.close()  # closing again after the error does nothing
