@@ -1,4 +1,4 @@
-"""Benchmark: table read rates per CPU-second, per format (issue 23).
+"""Benchmark: table read rates per CPU-second, per format.
 
 A homogeneous graph of N nodes (`#id`, a 32-dim float vector `feat`, an int `label`) and 10*N
 edges, the same rows written by `sampler.io.writers` as Parquet, CSV and TFRecord, is read

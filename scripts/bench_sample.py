@@ -13,7 +13,7 @@ A system that runs out of time or memory is killed and recorded with the limit
 that stopped it. Results are appended to the JSON file (one record per run), and
 scripts/bench_plots.py draws them beside it as a PNG (docs/bench_sample.png).
 
-Placements at scale (issue 16): `--workers N` runs our systems with
+Placements at scale: `--workers N` runs our systems with
 `--direct_running_mode=multi_processing --direct_num_workers=N` and records the peak RSS
 of the runner process and of each SDK worker process separately (the local runner holds
 every shuffle in the runner process; Dataflow does not), plus run_summary.json's

@@ -1,4 +1,4 @@
-"""Benchmark: the `sharded` placement's memory bound by growth (issue 30).
+"""Benchmark: the `sharded` placement's memory bound by growth.
 
 The same MAG-shaped graph (128-dim paper features, TFRecord, MAG's SamplingSpec) at growing
 sizes with the seeds growing with it (papers / 10), the local runner in multi-process mode with

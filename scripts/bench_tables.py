@@ -1,4 +1,4 @@
-"""Benchmark: tables to a graph, per input row and CPU-second, as a user meets it (issue 33).
+"""Benchmark: tables to a graph, per input row and CPU-second, as a user meets it.
 
 For each format (Parquet, CSV, TFRecord) a flat graph (one node set with `#id`, a 32-dim float
 `feat` and an int `label`; one edge set with 10 edges per node) is written once under --data

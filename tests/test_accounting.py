@@ -194,7 +194,7 @@ def test_failed_partition_run_leaves_nothing_that_looks_complete(dirty, tmp_path
 def test_output_checks_come_before_the_pipeline(dirty, tmp_path, capsys):
     argv = ["--graph_schema", str(dirty), "--graph_name", "g", "--num_parts", "2"]
     # The graph's own folder: not empty (a partition folder is the run's alone), though the
-    # run would replace none of its files (issue 32 P).
+    # run would replace none of its files.
     assert partition_cli.main([*argv, "--output_dir", str(dirty)]) == 2
     assert "exists already" in capsys.readouterr().err
     busy = tmp_path / "busy"

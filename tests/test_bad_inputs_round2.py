@@ -1,4 +1,4 @@
-"""Issue 25's bad inputs (round 2): each class ends in one line (exit 2) or a documented
+"""Bad inputs, round 2: each class ends in one line (exit 2) or a documented
 result, with nothing lost. Ctrl-C is in tests/test_interrupts.py.
 
 The CLIs run in this process (`main(argv)` is what `python -m` runs, with run_main's one-line

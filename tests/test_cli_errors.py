@@ -164,7 +164,7 @@ def test_bad_rows_within_the_limit_go_to_the_dead_letter_output(graph):
 
 
 def test_output_in_an_input_folder_replaces_nothing_and_is_accepted(graph):
-    # Issue 32 P: only what would replace or re-read an input is refused
+    # only what would replace or re-read an input is refused
     # (tests/test_output_folders.py); the schema here is graph_schema.pbtxt, not schema.pbtxt.
     inputs = {p.name: p.read_bytes() for p in graph.iterdir()}
     result = run_cli(
@@ -262,7 +262,7 @@ def test_failed_run_leaves_no_temp_folders(graph):
 
 
 def test_output_folder_containing_an_input_folder_keeps_it(graph):
-    # Issue 32 P: an output folder that holds the input folder is fine when the run would
+    # an output folder that holds the input folder is fine when the run would
     # replace and re-read none of its files, --overwrite included.
     (graph / "graph_schema.pbtxt").write_text(SCHEMA.replace('"paper.csv"', '"part0/paper.csv"'))
     (graph / "part0").mkdir()

@@ -1,4 +1,4 @@
-"""Issue 32, reliability round 3 (classes E, H, I, K, L, M, O): flag checks and messages.
+"""Reliability round 3 (classes E, H, I, K, L, M, O): flag checks and messages.
 
 Each class ends in one line (exit 2) or in the documented output. The CLIs run in this process
 (`main(argv)`, with run_main's one-line error handling); the full disk runs in a subprocess,

@@ -116,8 +116,7 @@ def sample_both(emulator, graph, name: str, spec: str, flags: list[str], local_o
     run on local folders (in this process); returns the objects after checking they hold the
     local run's bytes."""
     local, remote = graph
-    # --max_bad_records is a Beam pipeline's flag (--runner InMemory refuses it)
-    bad = [] if "InMemory" in flags else ["--max_bad_records", "5"]
+    bad = ["--max_bad_records", "5"]  # every runner takes it
     ok(cli("sample", "--graph_schema", remote, "--sampling_spec", f"{remote}/{spec}",
            "--output_samples", emulator.gs(f"{name}/samples@2"), *bad,
            *flags, env=env or emulator.env()))  # fmt: skip
@@ -323,7 +322,7 @@ def test_server_gone_mid_run_is_one_line_and_no_half_written_object(
 
 
 def test_no_network_with_credentials_is_a_bounded_retry_then_one_line(tmp_path):
-    """Real GCS with credentials but no network (class N of issue 32): a service account key
+    """Real GCS with credentials but no network: a service account key
     whose token endpoint is a closed loopback port (as without network or DNS, no connection;
     every GCS request needs the token first, so no request leaves this machine)."""
     from cryptography.hazmat.primitives import serialization

@@ -84,7 +84,7 @@ def test_cli_does_not_import_tensorflow(module):
     assert "tensorflow" not in loaded and "tensorflow_gnn" not in loaded, loaded
 
 
-# --- No import circle (issue 34) -------------------------------------------------------------
+# --- No import circle -------------------------------------------------------------
 
 
 def project_modules(root: Path) -> dict[str, Path]:

@@ -180,7 +180,7 @@ def test_ctrl_c_during_partition(mag, tmp_path, extra):
     args = ["pipelines.partition", "--graph_schema", str(graph), "--output_dir", str(out),
             "--graph_name", "mag", "--num_parts", "4", "--part_method", "lp", *extra]  # fmt: skip
     manifest = out / ".beam_graph_manifest.json"
-    # Issue 32, Q: a Ctrl-C sent once the run had finished its work (the process still
+    # a Ctrl-C sent once the run had finished its work (the process still
     # exiting) looked lost. The session is stopped while the run is checked to be going.
     done = (out / "run_summary.json").exists
     code, _, err, left = interrupt(args, lambda *_: manifest.exists(), done=done)

@@ -1,4 +1,4 @@
-"""Regression pins of the compiled kernels (issue 33): records and partition files stay the
+"""Regression pins of the compiled kernels: records and partition files stay the
 same bytes as before the kernels were compiled.
 
 The digests in tests/kernel_digests.json were recorded from the numpy kernels BEFORE any
@@ -81,7 +81,7 @@ SAMPLE_CASES = {
 BEAM_CASES = {
     "worker": ["mixed-edge-s0", "mag-node-s3"],
     "topology": ["mixed-node-s5"],
-    "sharded": ["mixed-edge-s0", "mag-node-s3", "link-edge-neg2"],  # link: issue 30
+    "sharded": ["mixed-edge-s0", "mag-node-s3", "link-edge-neg2"],
 }
 PARTITION_CASES = {
     "random": ["--part_method", "random", "--num_parts", "3"],

@@ -354,7 +354,7 @@ def test_missing_or_bad_settings_are_one_line_errors(bin_dir, args, message):
 def test_an_output_in_or_beside_the_input_folder_is_left_to_the_stage_check(
     bin_dir, schema, output
 ):
-    """Issue 32 P: the stage refuses what would replace or re-read an input, and nothing else
+    """The stage refuses what would replace or re-read an input, and nothing else
     (tests/test_output_folders.py); the launcher, which lists no file, refuses none of these."""
     args = ["--graph_schema", schema, "--sampling_spec", "gs://b/s.pbtxt", "--output_samples"]
     done = launch(bin_dir, "sample", *SETTINGS, *args, output, "--dry-run")

@@ -1,4 +1,4 @@
-"""Ids of any length cost time linear in their bytes (issue 32, class G).
+"""Ids of any length cost time linear in their bytes (class G).
 
 The fingerprint of string ids stepped over byte positions in Python, so a batch cost
 (its rows) x (its longest id): one 4 MB id in a 500-paper CSV graph made `sample` take

@@ -1,5 +1,5 @@
 """Local runs that need no pipeline never load apache_beam: `sample --runner InMemory` (node
-and link seeds), `validate`, `estimate`, `stats` and `show` (issue 23: Beam's import is most of
+and link seeds), `validate`, `estimate`, `stats` and `show` (Beam's import is most of
 a small run's start-up). Only a gs:// path (sampler.io.files) or a Beam runner loads it.
 
 Each command runs for real in a fresh interpreter, which then reports whether apache_beam is in

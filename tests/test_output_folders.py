@@ -1,4 +1,4 @@
-"""Output folders (issue 32, classes D, F and P): one run per folder, every folder a run writes
+"""Output folders (classes D, F and P): one run per folder, every folder a run writes
 is the run's, and the input check refuses only what could replace or re-read an input.
 
 A run that is still going is a real CLI run paused mid-read: one file of its input glob is a

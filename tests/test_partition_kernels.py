@@ -134,20 +134,6 @@ def test_narrowed_dataclasses_pickle_to_equal_fields():
                 assert a == b, field.name
 
 
-def test_sum_pairs_matches_lexsort():
-    from sampler.partition.clustering import _sum_pairs
-
-    rng = np.random.default_rng(1)
-    a, b, w = rng.integers(0, 50, 2000), rng.integers(0, 10**9, 2000), rng.integers(1, 4, 2000)
-    b[::3] = b[1::3][: len(b[::3])]
-    order = np.lexsort((b, a))
-    sa, sb, sw = a[order], b[order], w[order]
-    first = np.flatnonzero(np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])])
-    want = sa[first], sb[first], np.add.reduceat(sw, first)
-    for got, expected in zip(_sum_pairs(a, b, w), want, strict=True):
-        assert np.array_equal(got, expected)
-
-
 def test_local_ids_table_is_the_binary_search():
     from sampler.partition.layout import _local_ids
 

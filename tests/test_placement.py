@@ -92,7 +92,7 @@ sampling_ops { op_name: "papers" input_op_names: "seed" edge_set_name: "writes" 
 
 @pytest.mark.parametrize(
     "budget_gb, expected", [(21, "worker"), (20, "topology"), (4.2, "sharded")]
-)  # sharded: link seeds on it since issue 30 (tests/test_sharded_links.py)
+)  # sharded: link seeds on it (tests/test_sharded_links.py)
 def test_auto_with_link_seeds_picks_worker_or_topology_or_sharded(
     featured_graph, tmp_path, capsys, monkeypatch, budget_gb, expected
 ):

@@ -1,5 +1,5 @@
-"""The column-wise readers (issue 23) against their exact per-row paths, and the bad inputs of
-issue 25 that live in them: a float32 overflow is a bad row (item 8), a byte that is not UTF-8
+"""The column-wise readers against their exact per-row paths, and the bad inputs of
+round 2 that live in them: a float32 overflow is a bad row (item 8), a byte that is not UTF-8
 is reported on its exact line (item 10).
 
 The fast paths (Arrow's CSV parser and compute, the numpy scan of tf.Example records, framing
@@ -68,7 +68,7 @@ def assert_same_as_exact(monkeypatch, path, fmt, **kwargs):
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 25 item 8: a number past float32's range is a bad row, not a silent inf
+# a number past float32's range is a bad row, not a silent inf
 
 
 def test_csv_float32_overflow_is_a_bad_row_on_its_line(tmp_path, monkeypatch):
@@ -132,7 +132,7 @@ def test_float32_overflow_goes_to_the_dead_letter_output(graph):  # noqa: F811
 
 
 # ---------------------------------------------------------------------------------------------
-# Issue 25 item 10: a byte that is not UTF-8 is reported on its exact line
+# a byte that is not UTF-8 is reported on its exact line
 
 
 @pytest.mark.parametrize("quoted", [False, True])

@@ -1,4 +1,4 @@
-"""The `sharded` placement's memory bound as a setting (issue 30): `--graph_placement auto` with a
+"""The `sharded` placement's memory bound as a setting: `--graph_placement auto` with a
 --worker_memory_mb that only `sharded` fits raises --num_shards and --num_buckets until the
 modelled peak fits, says so on stdout, and the run gives the records of `worker` (byte for byte
 with the same flags) and of the in-memory oracle."""

@@ -1,4 +1,4 @@
-"""Link seeds on the `sharded` placement (issue 30): the same records (sorted sets: the order
+"""Link seeds on the `sharded` placement: the same records (sorted sets: the order
 within an output shard may differ) and the same accounting as `worker` and `--runner
 InMemory`, with the same leakage rule; and a small --worker_memory_mb that picks `sharded`
 with raised flags for a link spec.

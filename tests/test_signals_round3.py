@@ -1,4 +1,4 @@
-"""Issue 32, classes A, B, C, J and Q: signals and dead processes during real runs.
+"""Reliability round 3, classes A, B, C, J and Q: signals and dead processes during real runs.
 
 A  SIGTERM and SIGHUP end a run as Ctrl-C does: one line, exit 143/129, nothing left but the
    manifest in the output folder and nothing in TMPDIR; no final name holds a half-written file.

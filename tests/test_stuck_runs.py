@@ -1,4 +1,4 @@
-"""Issue 32, class J: a run whose runner ran out of memory or threads (`ulimit -v`) ends in one
+"""Reliability round 3, class J: a run whose runner ran out of memory or threads (`ulimit -v`) ends in one
 line, never a hang (pipelines.runtime.interrupts, runner, worker_deaths).
 
 Under a tight `ulimit -v`, Beam's runner and gRPC fail to start threads. The error ended the

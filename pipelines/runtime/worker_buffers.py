@@ -1,6 +1,6 @@
 """Bounds on what an SDK worker process buffers for the local runner's data plane.
 
-Measured (issue 30, `sharded` placement, 20k papers, 2k seeds, 2 SDK worker processes): Beam
+Measured (`sharded` placement, 20k papers, 2k seeds, 2 SDK worker processes): Beam
 2.77's SDK worker buffers each output stream of a bundle up to 10 MB before it sends it
 (`data_plane.SizeBasedBufferingClosableOutputStream`, a buffer that grows by doubling, so up
 to 16 MB), and queues up to 100 MB of sent messages twice over (`_DEFAULT_SEND_QUEUE_MAX_BYTES`,

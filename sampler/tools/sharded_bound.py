@@ -1,9 +1,9 @@
 """The `sharded` placement's memory bound as flags: --num_shards and --num_buckets chosen from
 --worker_memory_mb, so that the largest SDK process does not grow with the graph or the seeds.
 
-What a `sharded` SDK process holds at its peak (issue 30, measured with the local runner, 2 SDK
-worker processes, MAG-shaped graphs with 128-dim paper features; docs/BENCHMARKS.md, "Sharded
-placement, round 2"):
+What a `sharded` SDK process holds at its peak (measured with the local runner, 2 SDK
+worker processes, MAG-shaped graphs with 128-dim paper features; docs/BENCHMARKS.md, "Sharded:
+memory bound and cost"):
 
 - a fixed part, SHARDED_BASE_GB: Python, Beam, numpy and pyarrow, the data plane's buffers
   (bounded by `pipelines.runtime.worker_buffers`), the reading of one table file's batches;
@@ -17,7 +17,7 @@ target set's fingerprints and ids (2**ceil(log2 shards) ranges), about a shard's
 set. Not modelled, for node and link seeds alike: a shard's frontier rows and node requests,
 which grow with the seeds and the nodes per subgraph (a link example has both endpoints'
 frontiers, whose rows carry the pair: 32 bytes, not 16). Measured: link runs up to 1.2x above
-the model at 32 shards (docs/BENCHMARKS.md, "Link seeds on sharded (issue 30)").
+the model at 32 shards (docs/BENCHMARKS.md, "Link seeds").
 
 The budget left above the fixed part is split in halves between the two; each flag is raised
 (never lowered) until its half holds. A flag changes no record: --num_shards changes nothing in
