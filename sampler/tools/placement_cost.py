@@ -21,8 +21,8 @@ scale"; 2 SDK worker processes, MAG-shaped graphs with 128-dim paper features):
   shuffles 0.45 to 0.96 x the output (the sampled topology to the fill, the feature rows
   back) and took 1.42 x, 1.61 x and 1.35 x the `worker` time.
 - `sharded` holds one node shard's adjacency and rows at a time (3.1 x tables / shards)
-  plus the frontier and bucket pieces: 1.49, 2.34 and 1.98 GB measured before the bounded buffers,
-  within 0.6 GB + 1.8 GB. The working sets grow with a bucket's seeds (seeds / --num_buckets):
+  plus the frontier and bucket pieces: 1.49, 2.34 and 1.98 GB measured before its memory
+  bound, within 0.6 GB + 1.8 GB. The working sets grow with a bucket's seeds (seeds / --num_buckets):
   a run now raises --num_buckets and --num_shards to fit --worker_memory_mb
   (sampler/tools/sharded_bound.py; 0.74-0.81 GB measured at 50k-200k papers within 850 MB).
   It shuffles 2.0 to 2.3 x the output (2.2 x at 200k papers); its SDK workers took
