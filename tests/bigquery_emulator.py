@@ -30,7 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.gcs_emulator import free_port
+from tests.gcs_emulator import end_server, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "test-proj"
@@ -99,17 +99,9 @@ class BigQueryEmulator:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_server(self.process, getattr(self, "_log", None))
         self.process = None
         self._client = None
-        with contextlib.suppress(AttributeError):
-            self._log.close()
 
     def close(self) -> None:
         self.stop()

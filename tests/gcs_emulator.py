@@ -13,7 +13,6 @@ the code under test.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -36,6 +35,19 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def end_server(process: subprocess.Popen | None, log) -> None:
+    """Stops a test server's process (SIGTERM, then SIGKILL after 10 s) and closes its log."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if log is not None:
+        log.close()
 
 
 class GcsEmulator:
@@ -71,16 +83,8 @@ class GcsEmulator:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        end_server(self.process, getattr(self, "_log", None))
         self.process = None
-        with contextlib.suppress(AttributeError):
-            self._log.close()
 
     def log_size(self) -> int:
         """Where the request log ends now (for `downloads(since=...)`)."""
