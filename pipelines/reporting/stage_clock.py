@@ -10,24 +10,29 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 
 class StageClock:
     """`with clock("read"): ...` and `clock.timed("sample", iterator)` add to a stage's time."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        wall_clock: Callable[[], float] = time.perf_counter,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
         self.wall: collections.Counter = collections.Counter()
         self.cpu: collections.Counter = collections.Counter()
+        self._wall_clock, self._cpu_clock = wall_clock, cpu_clock
 
     @contextlib.contextmanager
     def __call__(self, stage: str):
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = self._wall_clock(), self._cpu_clock()
         try:
             yield
         finally:
-            self.wall[stage] += time.perf_counter() - wall
-            self.cpu[stage] += time.process_time() - cpu
+            self.wall[stage] += self._wall_clock() - wall
+            self.cpu[stage] += self._cpu_clock() - cpu
 
     def timed(self, stage: str, items: Iterable) -> Iterator:
         """The items of `items`, the time spent making each one added to `stage`."""
