@@ -29,6 +29,9 @@ def _interrupted_outside_a_run(signum, frame):
 
 AS_PROGRAM = bool(sys.argv) and os.path.basename(sys.argv[0]) in _SCRIPTS
 if AS_PROGRAM:
+    from pipelines.runtime.program_exit import reopen_closed_streams
+
+    reopen_closed_streams()  # `>&-`: before any file the run opens could take descriptor 1 or 2
     for _signum in _WORDS:
         try:
             signal.signal(_signum, _interrupted_outside_a_run)

@@ -49,14 +49,21 @@ def usage() -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if argv else 2
+        return _report(lambda: print(usage()) or (0 if argv else 2))
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
-        print(f"error: unknown subcommand '{name}'\n{usage()}", file=sys.stderr)
-        return 2
+        return _report(
+            lambda: print(f"error: unknown subcommand '{name}'\n{usage()}", file=sys.stderr) or 2
+        )
     module = importlib.import_module(SUBCOMMANDS[name][0])
     return module.main(rest)
+
+
+def _report(body) -> int:
+    """body() -> exit code, its report on streams that may not be writable (run_main)."""
+    from pipelines.runtime.runner import run_main
+
+    return run_main(lambda _: body(), [])
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import sys
 import time
 
 from pipelines import cli
-from sampler.errors import UserError
+from pipelines.runtime.runner import run_main
 from sampler.tools.synthetic import (
     generate_mag,
     mag_sampling_spec,
@@ -88,13 +88,14 @@ def run(args: argparse.Namespace) -> str:
     return schema_path
 
 
+def main_body(argv) -> None:
+    run(parse_args(argv))
+
+
 def main(argv=None) -> int:
-    try:
-        run(parse_args(argv))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    """A UserError is one line and exit code 2; a report that cannot be written is a note
+    (pipelines.runtime.runner.run_main)."""
+    return run_main(main_body, argv)
 
 
 if __name__ == "__main__":

@@ -297,8 +297,13 @@ def main_body(argv) -> None:
         graph_issues=issues,
         resources=used,
     )  # fmt: skip
-    print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
-    accounting.write_manifest(output_dir, owned_outputs(args), accounting.input_files(job.graph))
+    try:  # a full disk: no part, table or marker of the run stays
+        print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
+        inputs = accounting.input_files(job.graph)
+        accounting.write_manifest(output_dir, owned_outputs(args), inputs)
+    except BaseException:
+        remove_interrupted_run(output_dir, args)
+        raise
 
 
 def remove_interrupted_run(output_dir: str, args) -> None:

@@ -145,6 +145,11 @@ def main(argv, args, beam_args, start: float, cli: PartitionCli) -> None:
         graph_issues=issues,
         resources=used,
     )  # fmt: skip
-    print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
-    accounting.write_manifest(output_dir, cli.owned_outputs(args), accounting.input_files(graph))
+    try:  # a full disk: no part, table or marker of the run stays
+        print(f"summary:    {accounting.write_run_summary(output_dir, data)}")
+        inputs = accounting.input_files(graph)
+        accounting.write_manifest(output_dir, cli.owned_outputs(args), inputs)
+    except BaseException:
+        cli.remove_interrupted_run(output_dir, args)
+        raise
     sys.stdout.flush()

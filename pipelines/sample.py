@@ -9,6 +9,7 @@ runs it and reports.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import re
@@ -217,7 +218,7 @@ def write_output_schema(graph, output_dir: str, plan: SamplingPlan | None = None
         if plan is None or plan.link is None
         else link_output_schema(graph.schema, plan)
     )
-    with files.create_file(path) as f:
+    with files.write_output(path) as f:
         f.write(text_format.MessageToString(output_schema(schema)).encode())
     return path
 
@@ -297,18 +298,30 @@ def main_body(argv) -> None:
         raise
     issues = accounting.graph_issues(job.graph, counters)
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
-    schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
-    print_summary(result, job.output_samples, schema_path, time.time() - start)
-    from pipelines.reporting.resources import resource_lines
+    with completing(job.output_dir, config):
+        schema_path = write_output_schema(job.graph, job.output_dir, loaded.plan)
+        print_summary(result, job.output_samples, schema_path, time.time() - start)
+        from pipelines.reporting.resources import resource_lines
 
-    used = sample_resources(job.pipeline, result, config, counters)
-    for line in resource_lines(used, used and used.get("output_bytes")):
-        print(line)
-    write_run_summary(
-        argv, config, counters, job.output_dir, time.time() - start, issues, resources=used
-    )
-    inputs = accounting.input_files(job.graph, config.sampling_spec, config.input_seeds)
-    accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
+        used = sample_resources(job.pipeline, result, config, counters)
+        for line in resource_lines(used, used and used.get("output_bytes")):
+            print(line)
+        write_run_summary(
+            argv, config, counters, job.output_dir, time.time() - start, issues, resources=used
+        )
+        inputs = accounting.input_files(job.graph, config.sampling_spec, config.input_seeds)
+        accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
+
+
+@contextlib.contextmanager
+def completing(output_dir: str, config: SampleConfig):
+    """Around the files that mark a complete run (schema.pbtxt, run_summary.json, the
+    manifest's list): when one cannot be written (a full disk), no shard or marker stays."""
+    try:
+        yield
+    except BaseException:
+        remove_interrupted_run(output_dir, config)
+        raise
 
 
 def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict | None:
@@ -385,18 +398,21 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
     # marker (schema.pbtxt, run_summary.json).
     issues = accounting.graph_issues(graph, counters)
     accounting.check_strict(issues, accounting.parse_strict(config.strict))
-    schema_path = write_output_schema(graph, output_dir, loaded.plan)
-    print(f"samples: {config.output_samples}")
-    print(f"schema:  {schema_path}")
-    print(f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)")
-    print(clock.line())
-    seconds = time.time() - start
-    summary = clock.summary()
-    write_run_summary(
-        argv_of(config), config, counters, output_dir, seconds, issues, stages=summary
-    )
-    inputs = accounting.input_files(graph, config.sampling_spec, config.input_seeds)
-    accounting.write_manifest(output_dir, owned_outputs(config), inputs)
+    with completing(output_dir, config):
+        schema_path = write_output_schema(graph, output_dir, loaded.plan)
+        print(f"samples: {config.output_samples}")
+        print(f"schema:  {schema_path}")
+        print(
+            f"subgraphs: {counters.get('subgraphs', 0)} in {time.time() - start:.1f} s (in memory)"
+        )
+        print(clock.line())
+        seconds = time.time() - start
+        summary = clock.summary()
+        write_run_summary(
+            argv_of(config), config, counters, output_dir, seconds, issues, stages=summary
+        )
+        inputs = accounting.input_files(graph, config.sampling_spec, config.input_seeds)
+        accounting.write_manifest(output_dir, owned_outputs(config), inputs)
 
 
 def argv_of(args) -> list[str]:

@@ -7,6 +7,7 @@ the floor of the benchmarks and the oracle of the pipeline's tests.
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 import uuid
 
@@ -15,7 +16,15 @@ from pipelines.reporting.stage_clock import StageClock
 from pipelines.runtime.runner import output_shards
 from pipelines.toolkit import RowProgress
 from sampler import shards
-from sampler.io.files import create_stream, delete, has_scheme, join, rename, shard_name
+from sampler.io.files import (
+    create_stream,
+    delete,
+    has_scheme,
+    join,
+    rename,
+    shard_name,
+    write_error,
+)
 from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link
@@ -139,25 +148,41 @@ def _write(args, chunks, specs, counters, clock: StageClock) -> None:
     writers = [create_stream(path) for path in temps]
     # --progress_interval: a line on stderr per interval, as the Beam runner prints its own
     progress = RowProgress("in memory", args.progress_interval)
+    failed = True
     try:
         for bucket, chunk in chunks:
-            writer = writers[bucket % len(writers)]
+            index = bucket % len(writers)
             with clock("encode"):
                 records = encode_chunk(chunk, specs)
-            with clock("write"):
-                write_records(writer, records)
+            with clock("write"), _writing(temps[index]):
+                write_records(writers[index], records)
             counters["subgraphs"] += len(chunk)
             progress("subgraphs", counters["subgraphs"])
+        failed = False
     finally:
         progress.done()
         with clock("write"):
-            for writer in writers:
-                writer.close()
+            for path, writer in zip(temps, writers, strict=True):
+                if failed:  # the error is raised: the others' buffers go nowhere
+                    with contextlib.suppress(OSError):
+                        writer.close()
+                else:
+                    with _writing(path):
+                        writer.close()
     with clock("write"):
         for source, target in zip(temps, paths, strict=True):
             rename(source, target)
         if not has_scheme(temp):  # an object store has no folder left once its files moved
             delete([temp])
+
+
+@contextlib.contextmanager
+def _writing(path: str):
+    """An OS error while a shard is written (a full disk) is one line naming it (write_error)."""
+    try:
+        yield
+    except OSError as e:
+        raise write_error(path, e) from e
 
 
 def _run_links(

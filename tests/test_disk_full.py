@@ -45,7 +45,7 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failin
 def mag_schema(tmp_path_factory):
     schema = tmp_path_factory.mktemp("mag") / "graph"
     subprocess.run([sys.executable, "-m", "pipelines.generate", "--num_papers", "300",
-                    "--output_dir", str(schema)],
+                    "--output_dir", str(schema), "--write_spec"],
                    check=True, cwd=ROOT, capture_output=True)  # fmt: skip
     return schema
 
@@ -70,3 +70,37 @@ def test_partition_stage_on_a_full_disk_is_one_line(mag_schema, tmp_path, size, 
     err = proc.stderr.strip().splitlines()[-1]
     assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
     assert "no space left on device" in err and "Traceback" not in proc.stderr
+
+
+def full_disk_run(tmp_path, command: str, size: str | None = None) -> list[str]:
+    """`python -m command` (OUT: its output folder) on a tmpfs of `size`, or, without one, on a
+    tmpfs one page (4 KiB) smaller than a complete run uses: the disk fills near the run's end.
+    Checks the one line; returns the files left."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    run = f'"{sys.executable}" -m {command.replace("OUT", f"{disk}/out")}'
+    if size is None:
+        size = "$(($used - 4))k"
+        script = (f'mount -t tmpfs -o size=16m tmpfs "{disk}" && {run} >/dev/null 2>&1 && '
+                  f'used=$(df -k --output=used "{disk}" | tail -1) && umount "{disk}" && ')  # fmt: skip
+    else:
+        script = ""
+    script += (f'mount -t tmpfs -o size={size} tmpfs "{disk}" && {run}; echo "rc=$?"; '
+               f'cd "{disk}/out" && find . -mindepth 1 | sort')  # fmt: skip
+    proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    lines = proc.stdout.strip().splitlines()
+    assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    err = proc.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"error: cannot write the output {disk}/out/"), err
+    assert "no space left on device" in err and "Traceback" not in proc.stderr, proc.stderr
+    return lines[lines.index("rc=2") + 1 :]
+
+
+# InMemory: the shard writer (64k), then near the run's end (the shards' last bytes, the summary).
+@pytest.mark.parametrize("size", ["64k", None])
+def test_in_memory_sample_on_a_full_disk_is_one_line(mag_schema, tmp_path, size):
+    spec = mag_schema / "sampling_spec.pbtxt"
+    command = (f'pipelines.sample --graph_schema "{mag_schema}" --sampling_spec "{spec}" '
+               '--output_samples "OUT/s@2" --runner InMemory --progress_interval 0')  # fmt: skip
+    assert full_disk_run(tmp_path, command, size) == ["./.beam_graph_manifest.json"]

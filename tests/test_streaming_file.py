@@ -194,3 +194,18 @@ def test_a_disk_error_in_write_back_is_raised_by_the_writer(tmp_path, monkeypatc
         f.close()
     assert raised.value.errno == errno.EIO
     f.close()  # closing again after the error does nothing
+
+
+def test_a_failed_write_is_raised_once(tmp_path):
+    """A full device (ENOSPC): write() raises, and close() drops what is buffered instead of
+    raising the same error again (the chained tracebacks of a full disk)."""
+    stream = StreamingFile(str(tmp_path / "out"))
+    stream._file.close()  # the same writer on a device that is always full
+    stream._file = open("/dev/full", "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
+    stream._fd, stream._sync = stream._file.fileno(), None
+    stream.write(b"x" * 100)  # buffered
+    with pytest.raises(OSError) as raised:
+        stream.write(b"y" * (2 << 20))  # past the buffer: written, ENOSPC
+    assert raised.value.errno == errno.ENOSPC
+    stream.close()  # nothing raised again
+    assert stream.closed

@@ -215,8 +215,10 @@ def write_manifest(output_dir: str, owned: list[str], inputs: list[str]) -> None
     try:
         if output_dir and not has_scheme(output_dir):
             os.makedirs(output_dir, exist_ok=True)
-        with io_files.create_file(path) as f:
+        with io_files.write_output(path) as f:  # a full disk: the manifest before the run stays
             f.write((json.dumps(data, indent=1) + "\n").encode())
+    except UserError:
+        raise
     except Exception as e:  # noqa: BLE001 - OSError locally, BeamIOError remotely
         reason = (has_scheme(path) and gcs.failure_reason(e, path)) or unwritable_reason(e)
         raise UserError(f"cannot write the output {path}: {reason}") from e
@@ -366,7 +368,7 @@ def summary(argv, args, counters: dict[str, int], seconds: float, **sections) ->
 def write_run_summary(output_dir: str, data: dict) -> str:
     """Writes `<output_dir>/run_summary.json` (last: its presence marks a complete run)."""
     path = _join(output_dir, SUMMARY_NAME)
-    with io_files.create_file(path) as f:
+    with io_files.write_output(path) as f:  # a full disk: one line, no half-written summary
         f.write((json.dumps(data, indent=2, sort_keys=False, default=str) + "\n").encode())
     return path
 

@@ -46,7 +46,8 @@ class LocalRunner(FnApiRunner):
             fork_server.stop()
 
     def run_via_runner_api(self, pipeline_proto, options):
-        redirect = f" 2>>{shlex.quote(worker_log_path())}".encode()
+        # Both streams to the log: the CLI's own standard output may be closed or a full device.
+        redirect = f" >>{shlex.quote(worker_log_path())} 2>&1".encode()
         subprocess_sdks = [
             environment
             for environment in pipeline_proto.components.environments.values()

@@ -288,10 +288,10 @@ def run_main(main_fn, argv=None) -> int:
     guard_streams()  # a closed pipe (`| head`) cuts the report short, never the run
     try:
         code = _run_main(main_fn, argv)
-        note = closed_note()
+    finally:
+        note = closed_note()  # also after --help (SystemExit)
         if note is not None:
             print_line(note)
-    finally:
         if not pipelines.AS_PROGRAM:
             unguard_streams(streams)
     if pipelines.AS_PROGRAM:  # the threads a failed run left may not hold its exit

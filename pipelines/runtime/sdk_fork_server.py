@@ -66,6 +66,7 @@ class ForkServer:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _SERVER, self.socket_path],
                 stdin=subprocess.PIPE,
+                stdout=log,  # its workers' too (the CLI's may be closed or a full device)
                 stderr=log,
             )
 

@@ -18,6 +18,7 @@ are exactly those written. Without `sync_file_range` (not Linux) it is a plain b
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -77,10 +78,15 @@ class StreamingFile:
         self._thread: threading.Thread | None = None
         self._error: OSError | None = None  # the write-back's error, until raised
         self._failed = False  # whether the write-back met an error (it stops then)
+        self._broken = False  # whether a write raised (a full disk): close() then drops the rest
 
     def write(self, data) -> int:
         self._raise_error()
-        count = self._file.write(data)
+        try:
+            count = self._file.write(data)
+        except OSError:
+            self._broken = True
+            raise
         self.written += count
         if self._sync is not None and self.written - self._started >= self._window:
             self._hand_over()
@@ -91,7 +97,7 @@ class StreamingFile:
         writing it back, then waits for and drops everything before it (the windows handed
         over earlier, most likely on the disk by then). The thread does the waiting, so the
         writer waits only when the disk is `_BACKLOG` windows behind."""
-        self._file.flush()
+        self.flush()
         if self._thread is None:
             self._jobs = queue.Queue(maxsize=_BACKLOG)
             self._thread = threading.Thread(target=self._write_back, daemon=True)
@@ -125,6 +131,13 @@ class StreamingFile:
         unbuffered): copied by the kernel (copy_file_range) a window at a time, or read and
         written where the kernel cannot copy between these files."""
         self._raise_error()
+        try:
+            self._copy_from(source, count)
+        except OSError:
+            self._broken = True
+            raise
+
+    def _copy_from(self, source, count: int) -> None:
         self._file.flush()
         left, kernel = count, True
         while left > 0:
@@ -158,7 +171,11 @@ class StreamingFile:
         raise OSError(error, os.strerror(error))
 
     def flush(self) -> None:
-        self._file.flush()
+        try:
+            self._file.flush()
+        except OSError:
+            self._broken = True
+            raise
 
     def fileno(self) -> int:
         return self._fd
@@ -168,19 +185,29 @@ class StreamingFile:
         return self._file.closed
 
     def close(self) -> None:
-        """Flushes and closes; the last windows' write-back is started, not waited for."""
+        """Flushes and closes; the last windows' write-back is started, not waited for.
+
+        An error is raised once: after a write, flush or close that raised (a full disk), close
+        drops what is still buffered and raises nothing more (the file is incomplete, and its
+        writer removes it)."""
         if self._file.closed:
             return
         try:
-            self._file.flush()
-            if self._sync is not None and self.written > self._started:
-                self._hand_over(last=True)
+            if not self._broken:
+                self.flush()
+                if self._sync is not None and self.written > self._started:
+                    self._hand_over(last=True)
         finally:
             if self._thread is not None:
                 self._jobs.put(None)
                 self._thread.join()
-            self._file.close()
-        self._raise_error()
+            if self._broken:
+                with contextlib.suppress(OSError):  # closes the file, also when its flush fails
+                    self._file.close()
+            else:
+                self._file.close()
+        if not self._broken:
+            self._raise_error()
 
     def __enter__(self) -> StreamingFile:
         return self
