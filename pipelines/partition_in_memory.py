@@ -59,11 +59,9 @@ def available_mb() -> tuple[int, str]:
 
 def estimate_mb(graph) -> int:
     """Estimated peak memory (MB) of partitioning `graph` in memory, from its files' sizes."""
-    patterns = {info.filename for info in graph.node_sets.values() if info.filename}
-    patterns |= {info.filename for info in graph.edge_sets.values()}
     total = 0.0
-    for pattern in sorted(patterns):
-        for path, fmt in graph_tables.table_files(pattern):
+    for pattern, where in graph_tables.graph_patterns(graph).items():
+        for path, fmt in graph_tables.table_files(pattern, None, where):
             total += graph_tables.unit_size(path, fmt) * PER_INPUT_BYTE.get(fmt, 36.0)
     return int(BASE_MB + total / (1 << 20))
 

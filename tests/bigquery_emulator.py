@@ -248,9 +248,12 @@ class CuttingProxy:
     bytes went from the server to its clients, closes every connection and refuses the next
     ones (closes them at once): the server lost in the middle of a read, as a client sees it.
     With `back_after` seconds, it lets connections through again that long after the cut (a
-    short outage)."""
+    short outage). With `stall`, it stops forwarding instead: every connection stays open and
+    nothing more comes from the server (a server that stopped answering mid-read)."""
 
-    def __init__(self, port: int, cut_after: int, back_after: float | None = None):
+    def __init__(
+        self, port: int, cut_after: int, back_after: float | None = None, stall: bool = False
+    ):
         import socket
         import threading
 
@@ -260,6 +263,7 @@ class CuttingProxy:
         self._sent = 0
         self.cut = threading.Event()
         self._back_after = back_after
+        self._stall = stall
         self._cut_at: float | None = None
         self._lock = threading.Lock()
         self._sockets: list = []
@@ -275,6 +279,10 @@ class CuttingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self.cut.is_set() and self._stall:
+                with self._lock:
+                    self._sockets.append(client)  # held open, never answered
+                continue
             if self.cut.is_set():
                 if self._back_after is None or time.monotonic() - self._cut_at < self._back_after:
                     client.close()
@@ -297,6 +305,9 @@ class CuttingProxy:
                     with self._lock:
                         self._sent += len(data)
                         over = self._sent > self._cut_after
+                    if over and self._stall:
+                        self.cut.set()
+                        return
                     if over:
                         self._cut()
                         return
@@ -318,5 +329,6 @@ class CuttingProxy:
                 s.close()
 
     def close(self) -> None:
+        self._stall = False
         self._cut()
         self._listener.close()

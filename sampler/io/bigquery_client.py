@@ -44,14 +44,24 @@ _CLIENTS: dict = {}  # (kind, pid, emulator) -> client: a forked process makes i
 
 
 def emulator_hosts() -> tuple[str, str] | None:
-    """(REST address, gRPC address) of the emulator named by EMULATOR_ENV, else None."""
+    """(REST address, gRPC address) of the emulator named by EMULATOR_ENV, else None; a
+    UserError when the setting is not two HOST:PORT addresses (a port from 1 to 65535)."""
     value = os.environ.get(EMULATOR_ENV, "").strip()
     if not value:
         return None
     parts = [p.strip().removeprefix("http://") for p in value.split(",")]
-    if len(parts) != 2 or not all(":" in p for p in parts):
+    problem = "expected two addresses" if len(parts) != 2 else None
+    for part in parts if problem is None else ():
+        host, colon, port = part.rpartition(":")
+        if not colon or not host.strip("[]") or any(c in host for c in "/?#@ \t"):
+            problem = f"'{part}' names no host"
+        elif not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            problem = f"'{part}' has no port from 1 to 65535"
+        if problem:
+            break
+    if problem:
         raise UserError(
-            f"{EMULATOR_ENV}={value!r}: expected REST_HOST:PORT,GRPC_HOST:PORT "
+            f"{EMULATOR_ENV}={value!r}: {problem}; expected REST_HOST:PORT,GRPC_HOST:PORT "
             "(e.g. 127.0.0.1:9050,127.0.0.1:9060)"
         )
     return parts[0], parts[1]
@@ -111,17 +121,32 @@ def rest_client():
 
         credentials, _ = _cached("credentials", _credentials)
         hosts = emulator_hosts()
+        session = _bounded_session(credentials)
         if hosts is None:
-            return bigquery.Client(project=project(), credentials=credentials)
+            return bigquery.Client(project=project(), credentials=credentials, _http=session)
         from google.api_core.client_options import ClientOptions
 
         return bigquery.Client(
             project=project(),
             credentials=credentials,
             client_options=ClientOptions(api_endpoint=f"http://{hosts[0]}"),
+            _http=session,
         )
 
     return _cached("rest", make)
+
+
+def _bounded_session(credentials):
+    """The REST client's session: a request made without a timeout waits call_timeout() for
+    each answer (requests alone waits for ever on a server that stopped answering)."""
+    from google.auth.transport.requests import AuthorizedSession
+
+    class Bounded(AuthorizedSession):
+        def request(self, method, url, data=None, headers=None, timeout=None, **kwargs):
+            timeout = call_timeout() if timeout is None else timeout
+            return super().request(method, url, data, headers, timeout=timeout, **kwargs)
+
+    return Bounded(credentials)
 
 
 def read_client():
@@ -190,15 +215,16 @@ def transient(error: BaseException) -> bool:
 _OUTAGE = {"start": None}  # when this process's calls began to fail, until one succeeds
 
 
-def in_outage_budget(error: BaseException) -> bool:
+def in_outage_budget(error: BaseException, since: float | None = None) -> bool:
     """Whether a call that failed with the transient `error` may be tried again: until this
     process has seen calls fail for BEAM_GRAPH_GCS_RETRY_S without one succeeding (one outage
     is retried that long in all, not per call: a read of many streams would wait again for
-    each)."""
+    each). `since`: when the failed call began (monotonic), the outage's start when it is the
+    first failure (a call that waited for no answer counts its wait)."""
     now = time.monotonic()
     with _LOCK:
         if _OUTAGE["start"] is None:
-            _OUTAGE["start"] = now
+            _OUTAGE["start"] = now if since is None else min(since, now)
         return now - _OUTAGE["start"] < gcs.retry_seconds()
 
 
@@ -208,13 +234,22 @@ def succeeded() -> None:
 
 
 def retry():
-    """google.api_core's Retry for one call: transient errors, within the outage budget."""
+    """google.api_core's Retry for one call: transient errors, within the outage budget
+    counted from the call's start. Pass `timeout=call_timeout()` too: an attempt the server
+    does not answer ends then (gRPC alone waits 20 s for a connection)."""
     from google.api_core.retry import Retry
 
+    started = time.monotonic()
+
     def predicate(error: BaseException) -> bool:
-        return transient(error) and in_outage_budget(error)
+        return transient(error) and in_outage_budget(error, started)
 
     return Retry(predicate=predicate, initial=0.2, maximum=5.0, timeout=gcs.retry_seconds())
+
+
+def call_timeout() -> float:
+    """Seconds one attempt of a call may wait for its answer: BEAM_GRAPH_GCS_RETRY_S."""
+    return gcs.retry_seconds()
 
 
 # --------------------------------------------------------------------------- one line

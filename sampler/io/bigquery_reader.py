@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from sampler.errors import UserError
 from sampler.io import bigquery_client as clients
+from sampler.io import bigquery_stream
 from sampler.io.bigquery_source import ID_COLUMNS, UNIT_FORMAT, BigQuerySource, parse
 from sampler.io.parquet_reader import canonical_tables, check_column_types
 
@@ -135,6 +136,7 @@ def _open_session(source: BigQuerySource, columns, text: str):
         read_session=request,
         max_stream_count=MAX_STREAMS,
         retry=clients.retry(),
+        timeout=clients.call_timeout(),
     )
     schema_bytes = session.arrow_schema.serialized_schema
     streams = [stream.name for stream in session.streams]
@@ -161,6 +163,7 @@ def _query_result(sql: str) -> tuple[str, str, str]:
         job_config=bigquery.QueryJobConfig(dry_run=True, use_query_cache=False),
         retry=clients.retry(),
         job_retry=None,
+        timeout=clients.call_timeout(),
     )
     kind = dry.statement_type
     if kind and kind != "SELECT":
@@ -171,14 +174,22 @@ def _query_result(sql: str) -> tuple[str, str, str]:
     made.location = location
     made.default_table_expiration_ms = RESULT_LIFETIME_DAYS * 86_400_000
     made.description = "Query results read by beam-graph-sampler; each expires after a day."
-    client.create_dataset(made, exists_ok=True, retry=clients.retry())
+    client.create_dataset(
+        made, exists_ok=True, retry=clients.retry(), timeout=clients.call_timeout()
+    )
     table = f"q_{uuid.uuid4().hex}"
     body = sql.strip().rstrip(";").rstrip()
     statement = (
         f"CREATE TABLE `{project}.{dataset}.{table}` OPTIONS(expiration_timestamp="
         f"TIMESTAMP_ADD(CURRENT_TIMESTAMP(), INTERVAL {RESULT_LIFETIME_DAYS} DAY)) AS\n{body}\n"
     )
-    job = client.query(statement, location=location, retry=clients.retry(), job_retry=None)
+    job = client.query(
+        statement,
+        location=location,
+        retry=clients.retry(),
+        job_retry=None,
+        timeout=clients.call_timeout(),
+    )
     with _LOCK:
         if not _MADE:
             atexit.register(delete_results, os.getpid())
@@ -240,7 +251,7 @@ def read_unit(unit: str, id_columns, specs, batch_rows: int, report) -> Iterator
     check_column_types(fields["label"], renamed, id_columns, specs)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        for batch in _record_batches(fields["stream"], schema, text):
+        for batch in bigquery_stream.record_batches(fields["stream"], schema, text):
             batch = pa.RecordBatch.from_arrays([batch.column(c) for c in wanted], schema=renamed)
             for start in range(0, batch.num_rows, batch_rows):
                 yield batch.slice(start, batch_rows)
@@ -248,62 +259,26 @@ def read_unit(unit: str, id_columns, specs, batch_rows: int, report) -> Iterator
     yield from canonical_tables(text, batches(), id_columns, specs, report)
 
 
-def _record_batches(stream: str, schema: pa.Schema, text: str) -> Iterator[pa.RecordBatch]:
-    """The stream's record batches; a lost connection resumes at the next row (ReadRows'
-    offset) while the process's outage lasts less than BEAM_GRAPH_GCS_RETRY_S
-    (bigquery_client.in_outage_budget), then one line (a UserError)."""
-    client = clients.read_client()
-    offset, pause = 0, 0.2
-    while True:
-        responses = None
-        try:
-            responses = client.read_rows(read_stream=stream, offset=offset, retry=None)
-            for response in responses:
-                data = response.arrow_record_batch.serialized_record_batch
-                clients.succeeded()
-                pause = 0.2
-                if not data:
-                    continue
-                batch = pa.ipc.read_record_batch(pa.py_buffer(data), schema)
-                offset += batch.num_rows
-                yield batch
-            return
-        except GeneratorExit:
-            _cancel(responses)
-            raise
-        except Exception as e:  # noqa: BLE001 - transient ones are retried, the rest one line
-            if not _is_client_error(e):
-                raise
-            if not clients.transient(e) or not clients.in_outage_budget(e):
-                raise clients.fault(e, text) from e
-            time.sleep(pause)
-            pause = min(pause * 2, 5.0)
-
-
-def _cancel(responses) -> None:
-    cancel = getattr(responses, "cancel", None)
-    if cancel is not None:
-        cancel()
-
-
 # --------------------------------------------------------------------------- tools
 
 
-def signature(name: str) -> list:
+def signature(name: str, where: str) -> list:
     """[[table, bytes, version]]: what the stats tool's cache compares, as [path, size, mtime]
-    of a file. The version is a table's modification time, rows and etag; a query's result may
+    of a file; `where` names the sets that read the table, for messages. The version is a table's modification time, rows and etag; a query's result may
     change at any time, so its version is never the same twice."""
     source = parse(name)
-    size = sum(unit_bytes(unit) for unit, _ in stream_units(name, None))
+    size = sum(unit_bytes(unit) for unit, _ in stream_units(name, None, where))
     if source.is_query:
         return [[source.describe(), size, uuid.uuid4().hex]]
     try:
         table = clients.rest_client().get_table(
-            source.table_id(source.project or clients.project()), retry=clients.retry()
+            source.table_id(source.project or clients.project()),
+            retry=clients.retry(),
+            timeout=clients.call_timeout(),
         )
     except Exception as e:  # noqa: BLE001 - one line
         if isinstance(e, UserError) or not _is_client_error(e):
             raise
-        raise clients.fault(e, label(source, "")) from e
+        raise clients.fault(e, label(source, where)) from e
     modified = table.modified.isoformat() if table.modified else ""
     return [[source.describe(), size, f"{modified} {table.num_rows} {table.etag}"]]

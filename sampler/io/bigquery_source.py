@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 from sampler.errors import UserError
 
@@ -83,6 +84,42 @@ def describe(name: str) -> str:
     return parse(name).describe()
 
 
+# What a statement's text holds besides code, where a ';' ends nothing: quoted text (strings,
+# triple-quoted too, and `identifiers`) and comments (--, # to the end of the line; /* */).
+_SKIPPED = re.compile(
+    "|".join(
+        [
+            r"'''.*?'''",
+            r'""".*?"""',
+            r"'(?:\\.|[^'\\\n])*'",
+            r'"(?:\\.|[^"\\\n])*"',
+            r"`(?:\\.|[^`\\])*`",
+            r"--[^\n]*",
+            r"#[^\n]*",
+            r"/\*.*?\*/",
+        ]
+    ),
+    re.DOTALL,
+)
+
+
+def one_statement(sql: str, where: str) -> str:
+    """`sql` without its final ';' (and what follows it: blanks and comments); UserError when
+    another statement follows (a script), found here, before anything is sent to BigQuery."""
+    code = _SKIPPED.sub(lambda m: " " * len(m.group(0)), sql)
+    end = code.find(";")
+    if end < 0:
+        return sql
+    rest = code[end + 1 :]
+    if rest.strip():
+        after = " ".join(sql[end + 1 :].split())[:40]
+        raise UserError(
+            f"{where}: metadata.bigquery.sql is more than one statement (`{after}` after a "
+            "';'); it must be one query (SELECT)"
+        )
+    return sql[:end].rstrip()
+
+
 def _checked_id(value: str, what: str, where: str) -> str:
     value = value.strip()
     if not value:
@@ -119,7 +156,7 @@ def from_metadata(bigquery, where: str, features, id_columns: tuple[str, ...]) -
                 f"{where}: metadata.bigquery.sql is legacy SQL; write it in GoogleSQL "
                 "(standard SQL)"
             )
-        return source_name(BigQuerySource(sql=sql))
+        return source_name(BigQuerySource(sql=one_statement(sql, where)))
     if which != "table_spec":
         raise UserError(f"{where}: metadata.bigquery names neither a table_spec nor sql")
     spec = bigquery.table_spec

@@ -44,6 +44,24 @@ def set_files(info: NodeSetInfo | EdgeSetInfo) -> list[tuple[str, str]]:
     return table_files(info.filename, columns, f"edge set '{info.name}'")
 
 
+def graph_patterns(graph: GraphInfo) -> dict[str, str]:
+    """{table: the sets that read it} of every set with a table, sorted by table (a file
+    pattern or a BigQuery source name; two sets may read one table), the sets as messages name
+    them: "node set 'paper'", "edge sets 'cites', 'cited_by'"."""
+    users: dict[str, dict[str, list[str]]] = {}
+    for kind, sets in (("node", graph.node_sets), ("edge", graph.edge_sets)):
+        for name, info in sets.items():
+            if info.filename:
+                users.setdefault(info.filename, {}).setdefault(kind, []).append(name)
+    return {
+        pattern: " and ".join(
+            f"{kind} set{'s' if len(names) > 1 else ''} " + ", ".join(f"'{n}'" for n in names)
+            for kind, names in users[pattern].items()
+        )
+        for pattern in sorted(users)
+    }
+
+
 def display(pattern: str) -> str:
     """A table for messages: its file pattern, or 'BigQuery table p.d.t' / 'BigQuery query ...'."""
     return bigquery_source.describe(pattern) if bigquery_source.is_source(pattern) else pattern

@@ -226,20 +226,14 @@ def stats_cache_path(schema_path: str) -> str:
     return schema_path + ".degree_stats.json"
 
 
-def _table_patterns(graph: GraphInfo) -> list[str]:
-    patterns = {info.filename for info in graph.node_sets.values() if info.filename}
-    patterns |= {info.filename for info in graph.edge_sets.values()}
-    return sorted(patterns)
-
-
 def graph_signature(graph: GraphInfo) -> dict:
     """Schema text hash plus (path, size, mtime) of every table file: changes when they do."""
     tables = {}
-    for pattern in _table_patterns(graph):
+    for pattern, where in graph_tables.graph_patterns(graph).items():
         if bigquery_source.is_source(pattern):  # a set in BigQuery: its table's version
             from sampler.io import bigquery_reader
 
-            tables[pattern] = bigquery_reader.signature(pattern)
+            tables[pattern] = bigquery_reader.signature(pattern, where)
             continue
         entries = files.stat_files(files.expand_files(pattern))
         tables[pattern] = sorted([path, size, mtime] for path, size, mtime in entries)
@@ -296,10 +290,12 @@ def value_bytes(column, spec: FeatureSpec) -> float:
     return float((1 + _varint_len(lengths) + lengths).sum()) / rows
 
 
-def _feature_costs(pattern: str, specs: dict[str, FeatureSpec], id_columns) -> dict[str, float]:
+def _feature_costs(
+    pattern: str, specs: dict[str, FeatureSpec], id_columns, where: str
+) -> dict[str, float]:
     if not specs:
         return {}
-    path, fmt = graph_tables.table_files(pattern, (*id_columns, *specs))[0]
+    path, fmt = graph_tables.table_files(pattern, (*id_columns, *specs), where)[0]
     for table in readers.read_table(path, fmt, id_columns, specs, FEATURE_SAMPLE_ROWS):
         return {name: value_bytes(table.column(name), spec) for name, spec in specs.items()}
     return {name: 4.0 * spec.width if spec.kind == "float" else 0.0 for name, spec in specs.items()}
@@ -439,7 +435,11 @@ def compute_degree_stats(
         node_sets[name] = NodeSetStats(
             count=int(n),
             id_bytes=length[0] / length[1] if length[1] else 0.0,
-            feature_bytes=_feature_costs(info.filename, specs, ("#id",)) if info.filename else {},
+            feature_bytes=(
+                _feature_costs(info.filename, specs, ("#id",), f"node set '{name}'")
+                if info.filename
+                else {}
+            ),
             in_sets=in_sets,
             joint_in=joint,
             fanout=fanout,
@@ -453,7 +453,9 @@ def compute_degree_stats(
             count=int(edge_rows[info.filename]),
             out_hist=edge_hists[name].get("out", []),
             in_hist=edge_hists[name].get("in", []),
-            feature_bytes=_feature_costs(info.filename, info.features, ("#source", "#target")),
+            feature_bytes=_feature_costs(
+                info.filename, info.features, ("#source", "#target"), f"edge set '{name}'"
+            ),
         )
     return DegreeStats(node_sets, edge_sets, signature)
 
