@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,7 +213,8 @@ def test_the_seconds_settings_accepted():
 def test_a_read_only_install_compiles_once_per_run_and_says_why(graph, tmp_path):
     """The package on a read-only mount, no writable user cache: the run's two SDK worker
     processes share one temporary cache (the run's CLI makes it), the run says once that the
-    kernels compile and why, and nothing is left in TMPDIR."""
+    kernels compile and why, and nothing is left in TMPDIR, also when the run is ended by a
+    SIGTERM."""
     site = tmp_path / "site"
     for package in ("sampler", "pipelines"):  # no kernel cache: the install was not warmed
         shutil.copytree(ROOT / package, site / package,
@@ -236,6 +238,22 @@ def test_a_read_only_install_compiles_once_per_run_and_says_why(graph, tmp_path)
     assert "python -m sampler.jit_warm" in said[0], said
     ready = [line for line in proc.stderr.splitlines() if "kernels ready" in line]
     assert len(ready) <= 1, ready  # one process compiled; the other loaded what it wrote
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
+    # a SIGTERM while a worker compiles: the run ends in its one line, its cache removed
+    shutil.rmtree(out)
+    run = subprocess.Popen(["unshare", "-Urm", "sh", "-c", script], env=ENV, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while not list(tmp.glob("sampler-numba-*/.sampler-compile.lock")):
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
     assert not list(tmp.iterdir()), list(tmp.iterdir())
 
 
