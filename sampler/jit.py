@@ -9,6 +9,9 @@ The cache is a cache: a cache file that cannot be read (truncated, garbage, from
 numba) is removed and its kernel compiled again, and a cache that cannot be written (a full
 or read-only file system) is bypassed, each with one warning line, never a failure.
 
+Every compile of a kernel is said on the progress (once per process), whatever its cause:
+numba's compile event, not a guess of when the cache misses.
+
 Under NUMBA_DISABLE_JIT=1 (numba's switch to debug kernels as Python) every kernel runs as
 the Python it is written in: slowly, with the same results.
 """
@@ -27,6 +30,7 @@ if jit_cache.chosen_folder():
     os.environ["NUMBA_CACHE_DIR"] = jit_cache.chosen_folder()
 
 import numba  # noqa: E402  (after the cache folder is chosen)
+from numba.core import event  # noqa: E402
 from numba.core.caching import FunctionCache  # noqa: E402
 
 if jit_cache.chosen_folder() and not numba.config.CACHE_DIR:  # numba loaded before this module
@@ -73,6 +77,23 @@ class _Cache(FunctionCache):
                 " running without it (each run compiles again)",
             )
             self.disable()
+
+
+class _Compiles(event.Listener):
+    """Sees every compile of a kernel, whatever made it happen (a cold cache, a cache built for
+    another CPU, a damaged file, a signature no warm-up compiled), and has it said once."""
+
+    def on_start(self, event):
+        dispatcher = (event.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if module.split(".")[0] == __name__.split(".")[0]:
+            jit_cache.say_compiling()
+
+    def on_end(self, event):
+        pass
+
+
+event.register("numba:compile", _Compiles())
 
 
 def njit(fn):

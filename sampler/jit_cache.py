@@ -3,7 +3,14 @@
 
 The cache is numba's: beside the source (`__pycache__`), or, when the package is read-only
 (site-packages on a worker), in the user's cache folder; when neither can be written, in a
-temporary folder removed at exit (the run then compiles again). NUMBA_CACHE_DIR overrides.
+temporary folder that the processes of one run share (the CLI makes it before it starts its
+SDK workers, who find it in RUN_ENV) and that the run removes when it ends (`end_run`, from
+pipelines.runtime.runner.run_main; at exit for a process outside a CLI): such a run compiles
+the kernels once, and says why. NUMBA_CACHE_DIR overrides.
+
+What a process says about the kernels (compiling, a damaged cache) goes to its stderr, and
+from the SDK worker processes of a local run (whose stderr is a log file) to the run's CLI,
+through the file NOTICES_ENV names, which the CLI relays (`relay`) once per distinct line.
 
 One process compiles at a time (`machine_lock`): processes that start together on a cold
 cache (the SDK workers of a first run) wait for it and then load what it compiled. A lock held
@@ -23,9 +30,14 @@ import sys
 import tempfile
 import time
 
+from sampler import settings
+
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 LOCK_NAME = ".sampler-compile.lock"
-WAIT_ENV = "BEAM_GRAPH_COMPILE_WAIT_S"
+WAIT_ENV = settings.COMPILE_WAIT_S
+RUN_ENV = "BEAM_GRAPH_RUN_KERNEL_CACHE"  # the temporary cache of this run (chosen_folder)
+NOTICES_ENV = "BEAM_GRAPH_KERNEL_NOTICES"  # "PID:PATH": the lines for the run's CLI (relay)
+_RUN = {"created": None, "notices": None, "offset": 0, "said": set(), "compiling": False}
 
 
 def _writable(path: str) -> bool:
@@ -49,9 +61,19 @@ def chosen_folder() -> str | None:
     user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     if _writable(user):
         return os.path.join(user, "beam-graph-sampler", "numba")
+    shared = os.environ.get(RUN_ENV)
+    if shared and os.path.isdir(shared):  # the run's, made by its CLI (which removes it)
+        return shared
     folder = tempfile.mkdtemp(prefix="sampler-numba-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # nothing left in TMPDIR
+    _RUN["created"] = folder
+    os.environ[RUN_ENV] = folder  # for the processes this one starts from now on
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # (a CLI: end_run)
     return folder
+
+
+def temporary() -> bool:
+    """Whether the cache is a run's temporary folder: the install's cache is read-only."""
+    return bool(os.environ.get(RUN_ENV)) and folder() == os.environ[RUN_ENV]
 
 
 def folder() -> str:
@@ -66,9 +88,89 @@ def lock_path() -> str:
 
 
 def warn(message: str) -> None:
-    """One line on stderr (and so in a Beam worker's log)."""
-    sys.stderr.write(f"warning: {message}\n")
+    """One line on stderr (and so in a Beam worker's log), relayed by the run's CLI."""
+    say(f"warning: {message}")
+
+
+def say(line: str) -> None:
+    """`line` on stderr, and for the run's CLI when this process is one of its workers."""
+    sys.stderr.write(line + "\n")
     sys.stderr.flush()
+    _RUN["said"].add(line)  # (the run's CLI: not relayed again)
+    owner, _, path = os.environ.get(NOTICES_ENV, "").partition(":")
+    if path and owner != str(os.getpid()):
+        with contextlib.suppress(OSError):  # (one short write: lines of processes never mix)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+
+
+def say_compiling(quiet: bool = False) -> None:
+    """Says, once per process, that it compiles kernels (sampler.jit sees each compile)."""
+    if _RUN["compiling"]:
+        return
+    _RUN["compiling"] = True
+    if quiet:
+        return
+    if temporary():
+        say("progress: compiling the kernels (about a minute, in every run: the install's"
+            f" kernel cache {os.path.join(PACKAGE, '__pycache__')} is read-only; compile them"
+            " when installing, `python -m sampler.jit_warm`, or set NUMBA_CACHE_DIR to a"
+            " writable folder)")  # fmt: skip
+    else:
+        say(f"progress: compiling the kernels into the cache {folder()} (once per machine,"
+            " about a minute; `python -m sampler.jit_warm` does it at install)")  # fmt: skip
+
+
+def start_run() -> None:
+    """A CLI's run starts: its workers' lines come to a file of its own (relay)."""
+    with contextlib.suppress(OSError):
+        fd, path = tempfile.mkstemp(prefix="beam_graph_kernels_", suffix=".txt")
+        os.close(fd)
+        _RUN.update(notices=path, offset=0)
+        os.environ[NOTICES_ENV] = f"{os.getpid()}:{path}"
+
+
+def relay() -> list[str]:
+    """The workers' lines that arrived since the last call, each distinct line once."""
+    path = _RUN["notices"]
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(_RUN["offset"])
+            data = f.read()
+    except OSError:
+        return []
+    data = data[: data.rfind(b"\n") + 1]  # whole lines only
+    _RUN["offset"] += len(data)
+    lines = []
+    for line in data.decode(errors="replace").splitlines():
+        if line not in _RUN["said"]:
+            _RUN["said"].add(line)
+            lines.append(line)
+    return lines
+
+
+def end_run() -> None:
+    """A CLI's run ends: the workers' last lines on stderr; the run's temporary cache, if this
+    process made it, and the file of lines removed."""
+    for line in relay():
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    path, _RUN["notices"] = _RUN["notices"], None
+    if path is not None:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        os.environ.pop(NOTICES_ENV, None)
+    made, _RUN["created"] = _RUN["created"], None
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        if os.environ.get(RUN_ENV) == made:
+            os.environ.pop(RUN_ENV)
+        chosen_folder.cache_clear()
 
 
 def compiling() -> bool:
@@ -97,7 +199,7 @@ def machine_lock():
         yield
         return
     try:
-        held = _acquire(fd, float(os.environ.get(WAIT_ENV) or 120))
+        held = _acquire(fd, settings.seconds(WAIT_ENV))
         if held:
             with contextlib.suppress(OSError):  # the holder's pid, for whoever waits on it
                 os.ftruncate(fd, 0)

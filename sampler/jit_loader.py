@@ -76,14 +76,11 @@ def warm_all() -> tuple[int, int, float]:
 
 
 def _compile_all() -> None:
-    """warm_all, saying so on stderr (the progress of an InMemory run; a worker's log)."""
-    say = sys.stderr.write
-    say(f"progress: compiling the kernels into the cache {jit_cache.folder()} (once per machine,"
-        " about a minute; `python -m sampler.jit_warm` does it at install)\n")  # fmt: skip
-    sys.stderr.flush()
+    """warm_all, saying so (the progress of an InMemory run; from a worker, relayed by its
+    CLI: sampler/jit_cache.py)."""
+    jit_cache.say_compiling()
     count, compiled, seconds = warm_all()
-    say(f"progress: {count} kernels ready in {seconds:.0f} s ({compiled} compiled)\n")
-    sys.stderr.flush()
+    jit_cache.say(f"progress: {count} kernels ready in {seconds:.0f} s ({compiled} compiled)")
 
 
 def _is_kernel(value, module) -> bool:
@@ -91,13 +88,24 @@ def _is_kernel(value, module) -> bool:
 
 
 def _cached(loaded) -> bool:
-    """Whether numba's cache holds an index for every kernel of the module (a module whose
-    kernels numba does not cache, as under NUMBA_DISABLE_JIT, counts as cached)."""
+    """Whether numba's cache holds machine code for this CPU of every kernel of the module:
+    an index of this source whose entries include one compiled for this process's CPU (the
+    name and features that numba compiles for: NUMBA_CPU_NAME, or the host's); a cache built
+    on another CPU is numba's to compile again. A module whose kernels numba does not cache
+    (as under NUMBA_DISABLE_JIT) counts as cached."""
     for value in vars(loaded).values():
         if not _is_kernel(value, loaded):
             continue
         cache_file = getattr(getattr(value, "_cache", None), "_cache_file", None)
-        path = getattr(cache_file, "_index_path", None)
-        if path is not None and not os.path.exists(path):
+        if cache_file is None:
+            continue
+        if not os.path.exists(cache_file._index_path):
+            return False
+        try:
+            index = cache_file._load_index()  # {} for another source or numba version
+        except Exception:  # noqa: BLE001 - a damaged index: compile (sampler.jit says so)
+            return False
+        cpu = value.targetctx.codegen().magic_tuple()
+        if not any(len(key) > 1 and key[1] == cpu for key in index):
             return False
     return True

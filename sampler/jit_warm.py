@@ -4,9 +4,24 @@ at install; each kernel module's `warm()` says how it compiles (sampler/jit_load
 
 from __future__ import annotations
 
-from sampler import jit_cache, jit_loader
+import sys
 
-if __name__ == "__main__":
+from sampler import jit_cache, jit_loader, settings
+from sampler.errors import UserError
+
+
+def main() -> int:
+    try:
+        settings.check_all()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    jit_cache.say_compiling(quiet=True)  # (this line says it)
     with jit_cache.machine_lock():
         count, compiled, seconds = jit_loader.warm_all()
     print(f"{count} kernels ready in {jit_cache.folder()} in {seconds:.0f} s ({compiled} compiled)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

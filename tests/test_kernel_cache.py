@@ -9,11 +9,13 @@ compile only what was damaged (a second or two), not every kernel.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,128 @@ def test_numba_disable_jit_runs_the_kernels_as_python(graph, tmp_path, runner):
     out = tmp_path / "out"
     proc = run(ROOT, graph, out, runner, {"NUMBA_DISABLE_JIT": "1"})
     check(proc, graph, out, 0)
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [("BEAM_GRAPH_COMPILE_WAIT_S", v) for v in ("abc", "nan", "inf", "-1")]
+    + [("BEAM_GRAPH_GCS_RETRY_S", v) for v in ("abc", "nan", "0")],
+)
+def test_a_bad_seconds_setting_is_one_line(graph, tmp_path, name, value):
+    """A setting of seconds that is not a finite number in its range is refused before the run
+    does anything (it used to be a traceback where it was read, or a wait without end)."""
+    proc = run(ROOT, graph, tmp_path / "out", "InMemory", {name: value})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert lines[0].startswith(f"error: {name}={value!r}: expected a number of seconds"), lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_seconds_settings_accepted():
+    """Unset or empty: the default; a number in range: itself; one parser for every setting
+    (sampler/settings.py), also in `python -m sampler.jit_warm`."""
+    from sampler import settings
+
+    for name, spec in settings.SETTINGS.items():
+        for text, want in (("", spec.default), (" ", spec.default), ("2.5", 2.5), ("7", 7.0)):
+            os.environ[name] = text
+            try:
+                assert settings.seconds(name) == want, (name, text)
+            finally:
+                del os.environ[name]
+    os.environ[settings.COMPILE_WAIT_S] = "0"  # never wait for the lock
+    try:
+        assert settings.seconds(settings.COMPILE_WAIT_S) == 0
+    finally:
+        del os.environ[settings.COMPILE_WAIT_S]
+    proc = subprocess.run([sys.executable, "-m", "sampler.jit_warm"], cwd=ROOT, text=True,
+                          env={**ENV, "BEAM_GRAPH_COMPILE_WAIT_S": "nan"}, capture_output=True,
+                          timeout=240)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-3000:]
+    assert proc.stderr.startswith("error: BEAM_GRAPH_COMPILE_WAIT_S='nan': expected"), proc.stderr
+
+
+def test_a_read_only_install_compiles_once_per_run_and_says_why(graph, tmp_path):
+    """The package on a read-only mount, no writable user cache: the run's two SDK worker
+    processes share one temporary cache (the run's CLI makes it), the run says once that the
+    kernels compile and why, and nothing is left in TMPDIR, also when the run is ended by a
+    SIGTERM."""
+    site = tmp_path / "site"
+    for package in ("sampler", "pipelines"):  # no kernel cache: the install was not warmed
+        shutil.copytree(ROOT / package, site / package,
+                        ignore=shutil.ignore_patterns("*.nbi", "*.nbc", "*.lock"))  # fmt: skip
+    (site / "home").mkdir()
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    script = (
+        f'mount --bind "{site}" "{site}" && mount -o remount,bind,ro "{site}" && cd "{site}" &&'
+        f' HOME="{site}/home" TMPDIR="{tmp}" PYTHONPATH="{site}" exec "{sys.executable}" -m'
+        f' pipelines.sample --graph_schema "{graph}" --sampling_spec "{graph}/spec.pbtxt"'
+        f' --output_samples "{out}/s" --runner DirectRunner --progress_interval 0'
+        " --direct_running_mode=multi_processing --direct_num_workers=2"
+    )
+    proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script], env=ENV, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    check(proc, graph, out, 0)
+    said = [line for line in proc.stderr.splitlines() if "compiling the kernels" in line]
+    assert len(said) == 1, proc.stderr[-3000:]
+    assert "kernel cache" in said[0] and "is read-only" in said[0], said
+    assert "python -m sampler.jit_warm" in said[0], said
+    ready = [line for line in proc.stderr.splitlines() if "kernels ready" in line]
+    assert len(ready) <= 1, ready  # one process compiled; the other loaded what it wrote
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
+    # a SIGTERM while a worker compiles: the run ends in its one line, its cache removed
+    shutil.rmtree(out)
+    run = subprocess.Popen(["unshare", "-Urm", "sh", "-c", script], env=ENV, text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        while not list(tmp.glob("sampler-numba-*/.sampler-compile.lock")):
+            assert run.poll() is None, run.communicate()[1][-3000:]
+            time.sleep(0.05)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-3000:]
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
+
+
+LOOKUP = (
+    "import json, numpy as np\n"
+    "from sampler.jit_loader import kernels\n"
+    "m = kernels('sampler.partition.lookup_jit')\n"
+    "found = m.positions(np.array([3, 5], np.uint64), np.array([5], np.uint64), 1)\n"
+    "print(json.dumps([found.tolist(), sum(m.positions.stats.cache_misses.values())]))\n"
+)
+
+
+def test_a_cache_built_for_another_cpu_is_compiled_and_said(tmp_path):
+    """The package's kernel cache is warm for this host's CPU; a process that compiles for
+    another (NUMBA_CPU_NAME=generic: a cache built on one machine, run on another) finds the
+    same files but no machine code for its CPU: it compiles, says so once, and caches it, so
+    that the next such process loads it, silent; the host's code stays. (A copy of the
+    package whose one kernel module is the smallest, so that it compiles in a second.)"""
+    site = copy_site(tmp_path / "site")
+    for module in (site / "sampler").rglob("*_jit.py"):
+        if module.name != "lookup_jit.py":
+            module.unlink()
+
+    def child(cpu: str | None) -> tuple[list, str]:
+        env = {**ENV, "PYTHONPATH": str(site), **({"NUMBA_CPU_NAME": cpu} if cpu else {})}
+        proc = subprocess.run([sys.executable, "-c", LOOKUP], cwd=site, env=env, text=True,
+                              capture_output=True, timeout=240)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+    host, said = child(None)
+    assert host[1] == 0 and "compiling" not in said, (host, said)  # the checkout's cache
+    generic, said = child("generic")
+    assert generic == [host[0], 1], (host, generic)  # compiled, for generic
+    lines = [line for line in said.splitlines() if "compiling the kernels" in line]
+    assert len(lines) == 1, said
+    for cpu in ("generic", None):  # both are in the cache now
+        again, said = child(cpu)
+        assert again == [host[0], 0] and "compiling" not in said, (cpu, again, said)

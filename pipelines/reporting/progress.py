@@ -6,7 +6,8 @@
   `progress: 12s  stage Sample/Op/seed->paper  subgraphs 1,234 (102/s)`, or
   `progress: 12s  compiling the kernels (once per machine)` while a process of this machine
   compiles them (sampler/jit_cache.py); on a terminal the line is redrawn in place every
-  second instead. The stage comes from the local
+  second instead. Before each line, and when the pipeline ends, what the SDK worker
+  processes said about the kernels (compiling them, and why; a damaged cache), each once. The stage comes from the local
   runner's log of the bundle it runs; the count from `CountOutput` (same process), or
   from the runner's metrics for a remote job (whose stage is the job state). With
   `--direct_running_mode=multi_processing` the workers are other processes: the line
@@ -136,7 +137,12 @@ class Progress:
         if self.result is not None and stage == "starting":  # a remote job: its state
             stage = str(getattr(self.result, "state", stage))
         elif jit_cache.compiling():  # a worker compiles the kernels (a cold cache: once)
-            return f"progress: {elapsed:5.0f}s  compiling the kernels (once per machine)"
+            why = (
+                "the install's kernel cache is read-only: every run compiles them"
+                if jit_cache.temporary()
+                else "once per machine"
+            )
+            return f"progress: {elapsed:5.0f}s  compiling the kernels ({why})"
         return f"progress: {elapsed:5.0f}s  stage {stage}  {self.what} {done:,} ({rate:,.0f}/s)"
 
     def _run(self) -> None:
@@ -144,7 +150,14 @@ class Progress:
         while not self._stop.wait(period):
             self.emit()
 
+    def relay(self) -> None:
+        """What the worker processes said of the kernels (sampler/jit_cache.py), each once."""
+        for text in jit_cache.relay():
+            self.stream.write(("\r" + text.ljust(100) if self._tty else text) + "\n")
+        self.stream.flush()
+
     def emit(self) -> None:
+        self.relay()
         text = self.line()
         if self._tty:
             self.stream.write("\r" + text[:160].ljust(100))
@@ -168,6 +181,7 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         if self._thread is None:
+            self.relay()  # (the workers have ended: all they said)
             return
         self._stop.set()
         self._thread.join()
@@ -178,6 +192,7 @@ class Progress:
         if self._tty and self.lines:
             self.stream.write("\n")
             self.stream.flush()
+        self.relay()
 
 
 def stage_times(result) -> dict[str, float]:

@@ -42,6 +42,7 @@ from pipelines.runtime.program_exit import (
     unguard_streams,
 )
 from pipelines.runtime.worker_logs import WORKER_LOGGERS, worker_log_path
+from sampler import jit_cache, settings
 from sampler.errors import UserError
 from sampler.io import gcs
 
@@ -64,6 +65,7 @@ def make_runner(name: str | None):
 
         dofn_specs.install()  # DoFn introspection once per DoFn (before the pipeline is built)
         option_views.install()  # one view of the options per class, not one per type check
+        jit_cache.chosen_folder()  # a temporary kernel cache: made before any worker starts
         return LocalRunner()
     return name
 
@@ -334,6 +336,8 @@ def _run_main(main_fn, argv=None) -> int:
         grpc_errors = _ThreadsOutOfResources(interrupt, handler)
         logging.getLogger("grpc._server").addFilter(grpc_errors)
         try:
+            settings.check_all()  # BEAM_GRAPH_*_S: one line before anything runs
+            jit_cache.start_run()  # what its workers say of the kernels comes to its stderr
             check_gcp_credentials(argv)
             code = main_fn(argv)
             check_interrupted()  # a signal that the body's libraries caught and dropped
@@ -374,6 +378,7 @@ def _run_main(main_fn, argv=None) -> int:
             if os.path.exists(log_path) and (not failed or not os.path.getsize(log_path)):
                 os.remove(log_path)
             remove_pipeline_temp_dirs()
+            jit_cache.end_run()  # the workers' last lines; the run's temporary kernel cache
             output_lock.release_all()  # last: the run's clean-up is over
             if set_retry:
                 os.environ.pop(gcs.RETRY_ENV, None)

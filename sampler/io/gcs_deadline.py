@@ -33,9 +33,10 @@ not every HTTP request of the process.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
+
+from sampler import settings
 
 RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # A request's timeout once the deadline has passed (seconds; at most a quarter of it)
@@ -50,17 +51,13 @@ _OUTAGE: dict = {"start": None, "last": None, "silent": False}
 _INSTALLED = {"retries": False, "sessions": False}
 
 
-RETRY_ENV = "BEAM_GRAPH_GCS_RETRY_S"
-DEFAULT_RETRY_S = 30.0
+RETRY_ENV = settings.GCS_RETRY_S
+DEFAULT_RETRY_S = settings.SETTINGS[RETRY_ENV].default
 
 
 def retry_seconds() -> float:
     """The deadline: how long one outage is waited for (BEAM_GRAPH_GCS_RETRY_S, default 30)."""
-    try:
-        value = float(os.environ.get(RETRY_ENV, DEFAULT_RETRY_S))
-    except ValueError:
-        return DEFAULT_RETRY_S
-    return value if value > 0 else DEFAULT_RETRY_S
+    return settings.seconds(RETRY_ENV)  # (a bad value: one line, sampler/settings.py)
 
 
 def _deadline() -> float:
