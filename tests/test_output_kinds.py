@@ -93,6 +93,17 @@ def test_stats_and_estimate_refuse_a_fifo_at_their_outputs(tmp_path):
     refused(result, str(cache), "named pipe (FIFO)", "--stats_cache auto")
 
 
+def test_stats_of_a_partition_folder_does_not_open_a_fifo_named_like_its_config(tmp_path):
+    graph = write_graph(tmp_path / "graph")
+    parts = tmp_path / "parts"
+    argv = partition_args(graph, parts, "--num_parts", "2", "--runner", "InMemory")
+    assert partition.main(argv) == 0
+    fifo(parts / "other.json")
+    result = cli("pipelines.stats", "--partition", parts, "--no_plots")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (parts / "stats" / "partition_stats.json").is_file()
+
+
 def test_a_fifo_swapped_in_after_the_check_is_refused_without_waiting(tmp_path):
     """The open itself refuses what is not a regular file (the check before it can be raced).
     The test holds the pipe open for reading, so an open that did not check would succeed and
