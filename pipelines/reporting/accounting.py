@@ -105,9 +105,7 @@ def check_output(
     patterns match, and those this run's `owned` patterns match; never an input file.
     """
     gcs.check_object_name(output_dir, flag)  # before anything is read or written there
-    marker = re.escape(output_lock.MARKER_NAME)
-    # What is at the names this run writes (a link, a FIFO, a directory), before its manifest
-    # is read: the run neither waits on a FIFO there nor fails once its records are written.
+    marker = re.escape(output_lock.MARKER_NAME)  # no link, FIFO or folder there, first:
     input_checks.check_links(output_dir, [*owned, *COMMON_OUTPUTS, marker], flag)
     manifest = _manifest(output_dir)
     patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
@@ -164,10 +162,9 @@ def _manifest(output_dir: str) -> dict:
     try:
         if has_scheme(path):
             with io_files.open_stream(path) as f:
-                text = f.read()
-        else:  # never a read that waits on a FIFO (check_output refuses one there)
-            text = no_follow.read_regular(path)
-        data = json.loads(text.decode("utf-8"))
+                data = json.loads(f.read().decode("utf-8"))
+        else:  # never a read that waits on a FIFO
+            data = json.loads(no_follow.read_regular(path).decode("utf-8"))
     except Exception:  # noqa: BLE001 - no manifest (or not ours): nothing listed
         return {}
     return data if isinstance(data, dict) else {}
