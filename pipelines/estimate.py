@@ -38,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipelines import cli, flags
+from pipelines.outputs import tool_outputs
+from pipelines.reporting import accounting
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.errors import UserError
 from sampler.ids import fingerprint
@@ -45,7 +47,7 @@ from sampler.io import files, graph_tables
 from sampler.io.graph_tables import read_seed_ids
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
-from sampler.tools.degree_stats import BottomK, degree_stats
+from sampler.tools.degree_stats import BottomK, degree_stats, stats_cache_path
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
 from sampler.tools.placement_cost import cost_lines, placement_costs
 from sampler.tools.probe import mixed, probe_pairs, run_link_probe, run_probe
@@ -152,6 +154,18 @@ def input_bytes(stats) -> int:
     )
 
 
+def check_outputs(graph, args, cache: str | None) -> None:
+    """Before anything is read or written: the statistics cache and --json replace no input
+    (the schema, the spec, the seeds, a table file) and hold no link, FIFO or folder
+    (pipelines.outputs.tool_outputs); --json does not replace the cache either."""
+    inputs = accounting.input_files(graph, args.sampling_spec, args.input_seeds)
+    path = stats_cache_path(graph.schema_path) if cache == "auto" else cache
+    if path:
+        tool_outputs.check("--stats_cache", args.stats_cache, path, inputs)
+    if args.json:
+        tool_outputs.check("--json", args.json, args.json, [*inputs, *([path] if path else [])])
+
+
 def main_body(argv) -> int:
     args = parse_args(argv)
     graph = load_graph(args.graph_schema)
@@ -162,6 +176,7 @@ def main_body(argv) -> int:
         args.seed_edge_set,
     )
     cache = None if args.stats_cache == "none" else args.stats_cache
+    check_outputs(graph, args, cache)
     progress = RowProgress("degree statistics", args.progress_interval)
     stats, origin = degree_stats(graph, cache, args.refresh_stats, progress)
     progress.done()

@@ -21,11 +21,18 @@ import dataclasses
 import numpy as np
 
 from pipelines import cli
+from pipelines.outputs import tool_outputs
 from pipelines.toolkit import ToolFailure, run_tool, writing_to
 from sampler.sample.link import LABEL, READOUT, READOUT_SOURCE, READOUT_TARGET
 from sampler.sample.subgraph import Subgraph
 from sampler.tools import render
-from sampler.tools.sample_stats import default_schema, find_subgraph, iter_records, load_specs
+from sampler.tools.sample_stats import (
+    default_schema,
+    find_subgraph,
+    iter_records,
+    load_specs,
+    sample_files,
+)
 
 
 def parse_args(argv):
@@ -156,6 +163,8 @@ def main_body(argv) -> int:
     args = parse_args(argv)
     schema = args.graph_schema or default_schema(args.samples)
     specs = load_specs(schema)
+    if args.png:  # before anything is drawn: never over an input, a link or a FIFO
+        tool_outputs.check("--png", args.png, args.png, [*sample_files(args.samples), schema])
     seed_id = args.seed_id.encode() if args.seed_id is not None else None
     index = (
         args.index

@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 from pipelines import cli
+from pipelines.outputs import tool_outputs
 from pipelines.toolkit import human_bytes, make_output_dir, run_tool, writing_to
 from sampler.io import files
 from sampler.partition.stats import find_config, partition_stats
@@ -90,6 +91,13 @@ class OutputFolder:
     def path(self, name: str) -> str:
         return os.path.join(self.local, name)
 
+    def check(self, names: list[str], inputs: list[str]) -> None:
+        """Before anything is written: no file `names` would replace an input file, or is a
+        link, a FIFO or a folder (pipelines.outputs.tool_outputs)."""
+        for name in names:
+            where = self.shown(name) if self.remote else self.path(name)
+            tool_outputs.check("--output_dir", self.folder, where, inputs)
+
     def shown(self, name: str) -> str:
         return files.join(self.folder, name)
 
@@ -133,8 +141,12 @@ def _sample_report(args, out: OutputFolder) -> int:
         summary.add(subgraph, size, path)
         if args.max_records and summary.count >= args.max_records:
             break
+    inputs = [*sample_files(args.samples), schema]
     if summary.count == 0:  # a finished output with no record (e.g. no seed): 0 subgraphs
+        out.check(["summary.json"], inputs)
         return empty_sample_report(args, schema, out)
+    plots = [] if args.no_plots else [render.histogram_name(k) for k in summary.size_arrays()]
+    out.check(["summary.json", *plots], inputs)
     data = {"samples": args.samples, "schema": schema, **summary.to_json()}
     write_json(out, "summary.json", data)
     b = data["bytes"]
@@ -193,6 +205,10 @@ def partition_report(args) -> int:
 
 
 def _partition_report(args, report: dict, out: OutputFolder) -> int:
+    config = find_config(args.partition)
+    folder = os.path.dirname(config)
+    names = ["partition_stats.json", *([] if args.no_plots else ["partition_stats.png"])]
+    out.check(names, [config, *partition_files(folder)])
     write_json(out, "partition_stats.json", report)
     print(f"partition: {report['config']} ({report['num_parts']} parts)")
     if report["missing_parts"]:
@@ -221,6 +237,16 @@ def _partition_report(args, report: dict, out: OutputFolder) -> int:
         if paths:
             print(f"png:     {out.shown('partition_stats.png')}")
     return 0
+
+
+def partition_files(folder: str) -> list[str]:
+    """The files of the parts (part<i>/...) of a partition folder: inputs of its report."""
+    found = []
+    for name in sorted(os.listdir(folder or ".")):
+        part = os.path.join(folder, name)
+        if name.startswith("part") and os.path.isdir(part):
+            found += [os.path.join(part, f) for f in sorted(os.listdir(part))]
+    return found
 
 
 def missing_line(report: dict) -> str:

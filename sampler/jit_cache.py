@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from sampler import settings
+from sampler.io import no_follow
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 LOCK_NAME = ".sampler-compile.lock"
@@ -176,7 +177,7 @@ def end_run() -> None:
 def compiling() -> bool:
     """Whether a process holds the compile lock now (it compiles, or waits to)."""
     try:
-        fd = os.open(lock_path(), os.O_RDONLY)
+        fd = os.open(lock_path(), os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO
     except OSError:
         return False
     try:
@@ -194,7 +195,7 @@ def machine_lock():
     folder), and none once it has been held by another process for BEAM_GRAPH_COMPILE_WAIT_S."""
     try:
         os.makedirs(folder(), exist_ok=True)
-        fd = os.open(lock_path(), os.O_RDWR | os.O_CREAT, 0o666)
+        fd = no_follow.open_regular(lock_path(), os.O_RDWR | os.O_CREAT, 0o666)  # a FIFO: one line
     except OSError:
         yield
         return

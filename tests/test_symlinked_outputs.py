@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from pipelines import partition, sample, stats
+from pipelines import partition, sample, show, stats
 from pipelines.outputs.output_lock import MARKER_NAME
 from tests.test_bad_inputs_round2 import one_line, sample_args, write_graph
 
@@ -65,3 +65,57 @@ def test_stats_does_not_write_through_a_link(tmp_path, capsys):
     code = stats.main(["--samples", str(samples / "s"), "--output_dir", str(out)])
     one_line(capsys, code, str(out / "summary.json"), "symbolic link")
     assert other.read_bytes() == before
+
+
+def test_png_outputs_are_not_written_through_a_link(tmp_path, capsys):
+    """stats' histograms and partition chart and show --png go through the project's own open
+    (a link there is refused), not through matplotlib's, which follows it."""
+    pytest.importorskip("matplotlib")
+    graph = write_graph(tmp_path / "graph")
+    samples = tmp_path / "samples"
+    assert sample.main(sample_args(graph, samples / "s", "--runner", "InMemory")) == 0
+    capsys.readouterr()
+    other = tmp_path / "precious.txt"
+    other.write_text("the user's file\n")
+    before = other.read_bytes()
+    out = tmp_path / "report"
+    planted_link(out, "hist_nodes_paper.png", other)
+    code = stats.main(["--samples", str(samples / "s"), "--output_dir", str(out)])
+    one_line(capsys, code, str(out / "hist_nodes_paper.png"), "symbolic link")
+    png = tmp_path / "drawn.png"
+    os.symlink(other, png)
+    code = show.main(["--samples", str(samples / "s"), "--png", str(png)])
+    one_line(capsys, code, f"--png {png}", "symbolic link")
+    parts = tmp_path / "parts"
+    argv = ["--graph_schema", str(graph), "--output_dir", str(parts), "--graph_name", "g",
+            "--num_parts", "2", "--runner", "InMemory"]  # fmt: skip
+    assert partition.main(argv) == 0
+    capsys.readouterr()
+    planted_link(parts / "stats", "partition_stats.png", other)
+    code = stats.main(["--partition", str(parts)])
+    one_line(capsys, code, str(parts / "stats" / "partition_stats.png"), "symbolic link")
+    assert other.read_bytes() == before
+
+
+@pytest.mark.parametrize("runner", sorted(RUNNERS))
+@pytest.mark.parametrize("folder", ["part1", "node_ids", "node_ids/paper"])
+def test_partition_overwrite_does_not_write_through_a_linked_folder(
+    tmp_path, capsys, runner, folder
+):
+    graph = write_graph(tmp_path / "graph")
+    out = tmp_path / "out"
+    argv = ["--graph_schema", str(graph), "--output_dir", str(out), "--graph_name", "g",
+            "--num_parts", "2", "--runner", "InMemory"]  # fmt: skip
+    assert partition.main(argv) == 0
+    capsys.readouterr()
+    elsewhere = tmp_path / "elsewhere"  # another folder of the user's, under the folder's name
+    os.rename(out / folder, elsewhere)
+    os.symlink(elsewhere, out / folder)
+    for path in elsewhere.rglob("*"):  # the user's bytes, which the run would replace
+        if path.is_file():
+            path.write_bytes(f"the user's {path.name}\n".encode())
+    before = {p.name: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    rerun = [*argv[:-2], *RUNNERS[runner], "--overwrite"]
+    one_line(capsys, partition.main(rerun), str(out / folder), "symbolic link")
+    assert {p.name: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+    assert os.path.islink(out / folder)

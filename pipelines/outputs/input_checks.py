@@ -9,8 +9,10 @@ A run is refused when
   `owned_folders`), whose files it writes and deletes (`check_owned_folders`);
 * an input pattern (a table glob, `base@N`, the seeds) would match a file the run writes
   (`check_re_read`): this run or the next would read its own output as input;
-* a file it writes (its patterns, its marker) is a symbolic link in a local output folder
-  (`check_links`): the run would write into the link's target, another file of the user's.
+* a file it writes (its patterns, its marker) is a symbolic link in a local output folder, or a
+  folder it writes into is one (`check_links`): the run would write into the link's target,
+  another file of the user's; or that name holds a FIFO, a socket, a device or a directory:
+  the run would wait on it, or fail once its records are written.
 An output folder beside the inputs, inside an input folder or holding one, is otherwise fine.
 """
 
@@ -18,9 +20,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 from sampler.errors import UserError
 from sampler.io import files as io_files
+from sampler.io import no_follow
 from sampler.io.files import has_scheme
 
 _SHARDS = re.compile(r"(?P<base>.+)@(?P<count>\d+)")
@@ -143,15 +147,55 @@ def link_refusal(flag: str, output_dir: str, path: str) -> UserError:
     )
 
 
+def kind_refusal(flag: str, output_dir: str, path: str, mode: int) -> UserError:
+    return UserError(
+        f"{flag} {output_dir or '.'}: {path} is {no_follow.describe(mode)}, not a regular file;"
+        " the run writes only regular files there (remove it, or write the output somewhere"
+        " else)"
+    )
+
+
+def _is_folder_name(match: re.Pattern, rel: str) -> bool:
+    """Whether the run's patterns put files under `rel` (a folder of the run, not a file)."""
+    return bool(match.fullmatch(rel + "/\x00"))
+
+
+def _check_entry(flag: str, output_dir: str, path: str, rel: str, match, in_owned: bool) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:  # removed meanwhile
+        return
+    if stat.S_ISLNK(mode):
+        # A name the run writes, or a folder inside one of its folders: the run would write
+        # into the link's target.
+        if match.fullmatch(rel) or (in_owned and os.path.isdir(path)):
+            raise link_refusal(flag, output_dir, path)
+    elif not no_follow.allowed(mode, devices=True) and match.fullmatch(rel):
+        if not _is_folder_name(match, rel):
+            raise kind_refusal(flag, output_dir, path, mode)
+
+
 def check_links(output_dir: str, patterns: list[str], flag: str) -> None:
-    """UserError when a name directly in the local `output_dir` that the run writes (full match
-    of one of `patterns`) is a symbolic link. sampler.io.files and the output lock also open
-    what they write without following links; this refuses before anything is written."""
+    """UserError, before anything is written, when a name in the local `output_dir` that the run
+    writes (a full match of one of `patterns`, directly in it or in a folder it owns) is a
+    symbolic link, or is something else than a regular file (a FIFO, a socket, a device, a
+    directory: the run would block on it, or fail once its records are written); and when a
+    folder the run writes into (owned_folders, and any folder inside one) is a symbolic link.
+    sampler.io.files and the output lock also open what they write without following links
+    and refuse what is not a regular file (sampler.io.no_follow); this refuses first."""
     top = output_dir or "."
     if has_scheme(output_dir) or not os.path.isdir(top):
         return
     match = matcher(patterns)
+    folders = owned_folders(patterns)
     for name in sorted(os.listdir(top)):
         path = os.path.join(top, name)
-        if match.fullmatch(name) and os.path.islink(path):
-            raise link_refusal(flag, output_dir, path)
+        owned = bool(folders.fullmatch(name))
+        _check_entry(flag, output_dir, path, name, match, owned)
+        if not owned or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        for folder, dirs, names in os.walk(path):  # never into a link
+            for entry in sorted([*dirs, *names]):
+                inner = os.path.join(folder, entry)
+                rel = os.path.relpath(inner, top).replace(os.sep, "/")
+                _check_entry(flag, output_dir, inner, rel, match, True)

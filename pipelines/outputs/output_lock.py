@@ -27,10 +27,9 @@ import sys
 import time
 import uuid
 
-from pipelines.outputs import input_checks
 from sampler.errors import UserError
 from sampler.io import files as io_files
-from sampler.io import gcs
+from sampler.io import gcs, no_follow
 from sampler.io.files import has_scheme
 
 MARKER_NAME = ".beam_graph_run.json"
@@ -152,11 +151,11 @@ def _hold_locked(folder: str, marker: str, flag: str, token: str) -> Held | None
     except OSError as e:
         raise UserError(f"cannot write the output {marker}: {e.strerror or e}") from e
     for _ in range(100):  # a holder that removes its marker between our open and lock: again
-        try:  # never through a link: the marker is written into what it opens
-            fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        try:  # never through a link, never a FIFO: the marker is written into what it opens
+            fd = no_follow.open_regular(marker, os.O_RDWR | os.O_CREAT, 0o644, follow=False)
+        except UserError as e:
+            raise UserError(f"{flag} {folder or '.'}: {e}") from e
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise input_checks.link_refusal(flag, folder, marker) from e
             raise UserError(f"cannot write the output {marker}: {e.strerror or e}") from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -198,8 +197,11 @@ def _read_marker(marker: str) -> dict | None:
     if not io_files.exists(marker):
         return None
     try:
-        with io_files.open_stream(marker) as f:
-            text = f.read()
+        if has_scheme(marker):
+            with io_files.open_stream(marker) as f:
+                text = f.read()
+        else:  # a FIFO there: refused, never a read that waits
+            text = no_follow.read_regular(marker)
         if not text.strip():
             return None
         data = json.loads(text.decode("utf-8"))

@@ -27,7 +27,7 @@ import time
 
 from pipelines.outputs import input_checks, output_lock
 from sampler.errors import UserError
-from sampler.io import bigquery_source, gcs
+from sampler.io import bigquery_source, gcs, no_follow
 from sampler.io import files as io_files
 from sampler.io.files import has_scheme
 
@@ -105,12 +105,14 @@ def check_output(
     patterns match, and those this run's `owned` patterns match; never an input file.
     """
     gcs.check_object_name(output_dir, flag)  # before anything is read or written there
+    marker = re.escape(output_lock.MARKER_NAME)  # no link, FIFO or folder there, first:
+    input_checks.check_links(output_dir, [*owned, *COMMON_OUTPUTS, marker], flag)
     manifest = _manifest(output_dir)
     patterns = [*owned, *COMMON_OUTPUTS, *manifest.get("patterns", [])]
     input_checks.check_replaced(output_dir, patterns, set(manifest.get("files", [])), files, flag)
     input_checks.check_owned_folders(output_dir, patterns, list(files), flag)
     input_checks.check_re_read(output_dir, list(examples), list(inputs), flag)
-    input_checks.check_links(output_dir, [*patterns, re.escape(output_lock.MARKER_NAME)], flag)
+    input_checks.check_links(output_dir, [*patterns, marker], flag)
     output_lock.hold(output_dir, flag)  # from here on the folder is this run's
     old = owned_files(output_dir, owned, list(files))
     # A manifest alone (left by a refused, failed or interrupted run whose partial output was
@@ -158,8 +160,11 @@ def _listing(output_dir: str, patterns: list[str]) -> list[str]:
 def _manifest(output_dir: str) -> dict:
     path = _join(output_dir, MANIFEST_NAME)
     try:
-        with io_files.open_stream(path) as f:
-            data = json.loads(f.read().decode("utf-8"))
+        if has_scheme(path):
+            with io_files.open_stream(path) as f:
+                data = json.loads(f.read().decode("utf-8"))
+        else:  # never a read that waits on a FIFO
+            data = json.loads(no_follow.read_regular(path).decode("utf-8"))
     except Exception:  # noqa: BLE001 - no manifest (or not ours): nothing listed
         return {}
     return data if isinstance(data, dict) else {}

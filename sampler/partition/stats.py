@@ -32,8 +32,8 @@ def find_config(path: str) -> str:
         raise UserError(f"--partition {path}: no such file or directory")
     found = []
     for name in sorted(os.listdir(path)):
-        if not name.endswith(".json"):
-            continue
+        if not name.endswith(".json") or not os.path.isfile(os.path.join(path, name)):
+            continue  # (a FIFO named *.json is no config, and is not opened: it would wait)
         try:
             with open(os.path.join(path, name), encoding="utf-8") as f:
                 data = json.load(f)

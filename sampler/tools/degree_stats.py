@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from sampler import ids
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
-from sampler.io import bigquery_source, files, graph_tables, readers
+from sampler.io import bigquery_source, files, graph_tables, no_follow, readers
 from sampler.schema import GraphInfo, read_text
 
 STATS_VERSION = 1
@@ -245,9 +245,10 @@ def load_cached_stats(path: str, signature: dict) -> DegreeStats | None:
     """The cached stats if the cache exists and matches `signature`, else None."""
     if not files.exists(path):
         return None
-    try:
-        data = json.loads(read_text(path))
-    except (UserError, json.JSONDecodeError):
+    try:  # a local cache: never a read that waits (a FIFO there is a UserError)
+        text = read_text(path) if files.has_scheme(path) else no_follow.read_regular(path)
+        data = json.loads(text)
+    except (UserError, OSError, json.JSONDecodeError, UnicodeDecodeError):
         return None
     if data.get("version") != STATS_VERSION or data.get("signature") != signature:
         return None

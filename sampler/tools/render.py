@@ -13,6 +13,7 @@ import re
 import numpy as np
 
 from sampler.errors import UserError
+from sampler.io.no_follow import open_new
 from sampler.sample.subgraph import Subgraph
 
 INSTALL_HINT = "pip install 'beam-graph-sampler[plot]' (or: pip install matplotlib==3.11.2)"
@@ -45,8 +46,11 @@ def _save(plt, fig, path: str) -> str:
     directory = os.path.dirname(path)
     if directory:
         os.makedirs(directory, exist_ok=True)
-    fig.savefig(path, dpi=DPI, format="png")
-    plt.close(fig)
+    try:  # through a file the project opened: never through a link, never into a FIFO
+        with open_new(path) as f:
+            fig.savefig(f, dpi=DPI, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -55,6 +59,11 @@ def safe_name(name: str) -> str:
 
 
 # --------------------------------------------------------------------------- histograms
+
+
+def histogram_name(key: str) -> str:
+    """The file of a set's histogram ('nodes/paper' -> hist_nodes_paper.png)."""
+    return f"hist_{safe_name(key.replace('/', '_'))}.png"
 
 
 def size_histograms(
@@ -84,9 +93,7 @@ def size_histograms(
         ax.set_xlabel("nodes" if key.startswith("nodes/") else "edges")
         ax.set_ylabel("subgraphs")
         fig.tight_layout()
-        paths.append(
-            _save(plt, fig, os.path.join(out_dir, f"hist_{safe_name(key.replace('/', '_'))}.png"))
-        )
+        paths.append(_save(plt, fig, os.path.join(out_dir, histogram_name(key))))
     return paths
 
 
