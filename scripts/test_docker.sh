@@ -223,14 +223,21 @@ step_launch() {
   # http://localhost (tests/fake_dataflow.py; Beam talks REST to a localhost endpoint), which
   # records the request and answers the job as done: nothing runs.
   local work="$BEAM_GRAPH_TEST_WORK" port job_id=2000-01-01_00_00_00-7 out
+  # One stand-in at a time on 127.0.0.1:80, whatever the cache folder of the run.
+  exec 8>/tmp/beam-graph-docker-port80.lock
+  if ! flock --timeout 300 8; then
+    echo "another run of scripts/test_docker.sh held 127.0.0.1:80 for 300 s"
+    return 1
+  fi
   port="$(free_port)"
   mkdir -p "$work/gcs" "$work/bin" "$work/launch"
   export STORAGE_EMULATOR_HOST="http://127.0.0.1:$port" GCE_METADATA_HOST=127.0.0.1:9
   export GCE_METADATA_IP=127.0.0.1:9 NO_GCE_CHECK=True
-  host_python -m gcp_storage_emulator -d "$work/gcs" start --host 127.0.0.1 --port "$port" \
-    --default-bucket bgs-test >"$BEAM_GRAPH_TEST_LOGS/launch-gcs.log" 2>&1 &
+  # (The servers are started directly, not through a function: $! is then their own pid.)
+  "$root/.venv/bin/python" -m gcp_storage_emulator -d "$work/gcs" start --host 127.0.0.1 \
+    --port "$port" --default-bucket bgs-test >"$BEAM_GRAPH_TEST_LOGS/launch-gcs.log" 2>&1 &
   emulator=$!
-  host_python -m tests.fake_dataflow --host 127.0.0.1 --port 80 --job_id "$job_id" \
+  "$root/.venv/bin/python" -m tests.fake_dataflow --host 127.0.0.1 --port 80 --job_id "$job_id" \
     --record "$work/launch/job.json" >"$BEAM_GRAPH_TEST_LOGS/launch-dataflow.log" 2>&1 &
   dataflow=$!
   trap 'kill "$emulator" "$dataflow" 2>/dev/null || true' EXIT
@@ -388,6 +395,7 @@ EOF
 current=""
 child=""
 work=""
+podman_ready=0
 logs="$cache/logs"
 run_id="bgs-$$"
 export BEAM_GRAPH_TEST_RUN="$run_id" BEAM_GRAPH_TEST_LOGS="$logs"
@@ -398,6 +406,7 @@ cleanup() { # on every exit: the running step, this run's containers, the scratc
     kill -TERM "$child" 2>/dev/null || true
     wait "$child" 2>/dev/null || true
   fi
+  [ "$podman_ready" = 1 ] || exit "$rc"
   ids="$(podman ps -aq --filter "label=beam-graph-test=$run_id" 2>/dev/null || true)"
   if [ -n "$ids" ]; then
     # shellcheck disable=SC2086 # one id per word
@@ -416,7 +425,8 @@ on_signal() { # NAME NUMBER
 run_step() { # NAME LIMIT_S: step_NAME in its own process, bounded, logged
   local name="$1" limit="$2" start=$SECONDS status=0 took last
   current="$name"
-  timeout --kill-after=20 "$limit" bash "$self" __step "$name" >"$logs/$name.log" 2>&1 &
+  # (9>&-: the steps' processes do not hold the run's lock.)
+  timeout --kill-after=20 "$limit" bash "$self" __step "$name" >"$logs/$name.log" 2>&1 9>&- &
   child=$!
   wait "$child" || status=$?
   child=""
@@ -447,6 +457,9 @@ main() {
         ;;
     esac
   done
+  trap cleanup EXIT
+  trap 'on_signal TERM 15' TERM
+  trap 'on_signal INT 2' INT
   [ "${BEAM_GRAPH_DOCKER_TEST:-1}" != 0 ] || skip "BEAM_GRAPH_DOCKER_TEST=0"
   [ "$(id -u)" = 0 ] || skip "needs root (podman with its storage in $cache)"
   install_tools
@@ -457,10 +470,8 @@ main() {
     exit 1
   fi
   configure_podman
+  podman_ready=1
   rm -f "$logs"/*.log
-  trap cleanup EXIT
-  trap 'on_signal TERM 15' TERM
-  trap 'on_signal INT 2' INT
 
   run_step base 900
   run_step build 1800

@@ -54,6 +54,7 @@ def skipped(code: int, err: str) -> None:
 def test_the_image_builds_and_runs_like_the_host():
     code, out, err = run_script()
     skipped(code, err)
+    print(out)  # each step's time (pytest -rP shows it)
     assert code == 0, f"{out[-4000:]}\n{err[-4000:]}"
     for step in ["base", "build", "demo", "graph", "stages", "kernels", "portable", "launch"]:
         assert f"test_docker: {step} ok" in out, out
@@ -116,11 +117,22 @@ def test_sigterm_stops_the_step_and_leaves_no_process(fake_tools):
     while not open(marker).read().strip():
         time.sleep(0.05)
     step_pid = int(open(marker).read())
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 128 + signal.SIGTERM, out + err
-    assert err.strip().splitlines() == ["test_docker: FAILED at step base: stopped by SIGTERM"]
-    deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{step_pid}"):  # the step's processes end with it
-        assert time.monotonic() < deadline, "the step's process outlived the script"
-        time.sleep(0.1)
+    step_group = os.getpgid(step_pid)  # the step's own process group (`timeout` makes one)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, out + err
+        assert err.strip().splitlines() == ["test_docker: FAILED at step base: stopped by SIGTERM"]
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{step_pid}"):  # the step's processes end with it
+            assert time.monotonic() < deadline, "the step's process outlived the script"
+            time.sleep(0.1)
+    finally:  # whatever failed, nothing of this test keeps running
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if step_group != os.getpgrp():
+            try:
+                os.killpg(step_group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
