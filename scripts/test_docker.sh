@@ -10,11 +10,13 @@
 #   portable a Beam job on the portable runner whose SDK workers are a worker pool running in
 #            the image (--environment_type=EXTERNAL): the same records as the local runner's
 #   launch   scripts/launch_dataflow.sh's docker launcher runs the stage in the image up to the
-#            job submission (Dataflow's --dry_run=True; gs:// on a local GCS emulator)
+#            job submission: gs:// on a local GCS emulator, the job request to a stand-in of
+#            the Dataflow API (tests/fake_dataflow.py) on 127.0.0.1:80
 #
 #   bash scripts/test_docker.sh [--build-only]
 #
-# Needs root and podman, runc and debootstrap (installed with apt-get when missing). Exit
+# Needs root, the checkout's .venv (scripts/bootstrap.sh) for the host's runs, and podman,
+# runc and debootstrap (installed with apt-get when missing). Exit
 # status: 0 passed; 1 a step failed (the last line names it; its log is kept under the
 # cache's logs/ folder); 77 this machine cannot run it (one line says why). Every step has a
 # time limit, and no container is left behind, also after a failure or SIGTERM.
@@ -462,6 +464,10 @@ main() {
   trap 'on_signal INT 2' INT
   [ "${BEAM_GRAPH_DOCKER_TEST:-1}" != 0 ] || skip "BEAM_GRAPH_DOCKER_TEST=0"
   [ "$(id -u)" = 0 ] || skip "needs root (podman with its storage in $cache)"
+  if [ ! -x "$root/.venv/bin/python" ]; then
+    echo "test_docker: FAILED at step setup: no $root/.venv (run bash scripts/bootstrap.sh)" >&2
+    exit 1
+  fi
   install_tools
   mkdir -p "$logs"
   exec 9>"$cache/lock"
