@@ -175,6 +175,11 @@ def main_body(argv) -> int:
         args.edge_aggregation_method,
         args.seed_edge_set,
     )
+    if plan.seed_time is not None:
+        raise UserError(
+            f"--sampling_spec {args.sampling_spec}: estimate does not model temporal ops yet"
+            " (its probe would sample every edge); estimate the spec without its temporal fields"
+        )
     cache = None if args.stats_cache == "none" else args.stats_cache
     check_outputs(graph, args, cache)
     progress = RowProgress("degree statistics", args.progress_interval)

@@ -29,6 +29,7 @@ from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingIn
 from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
+from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
@@ -85,6 +86,11 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
+    if plan.seed_time is not None and options.placement != "worker":
+        raise UserError(
+            f"--graph_placement {options.placement}: temporal sampling (a spec with"
+            " temporal_seed) runs on --graph_placement worker and --runner InMemory so far"
+        )
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
     read_graph = ReadGraph(
