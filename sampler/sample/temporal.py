@@ -135,6 +135,18 @@ def seed_time(graph, spec, seed_set: str, kinds: list[tuple[str, str]]) -> SeedT
     return SeedTime(seed_set, name, kind)
 
 
+def time_features(plan) -> dict[str, tuple[str, ...]]:
+    """Node set -> the time features a temporal plan reads of it (the seed time, the ops'
+    node times): what the `topology` placement keeps of the node tables."""
+    out: dict[str, set[str]] = {}
+    if plan.seed_time is not None:
+        out.setdefault(plan.seed_set, set()).add(plan.seed_time.feature)
+    for op in plan.ops:
+        if op.temporal is not None and op.temporal.node_time is not None:
+            out.setdefault(op.target, set()).add(op.temporal.node_time)
+    return {name: tuple(sorted(names)) for name, names in out.items()}
+
+
 def output_schema(schema, seed: SeedTime | None):
     """`schema` with the scalar context feature `seed_time` when the spec is temporal."""
     if seed is None:

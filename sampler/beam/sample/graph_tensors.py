@@ -86,10 +86,11 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
-    if plan.seed_time is not None and options.placement != "worker":
+    if plan.seed_time is not None and options.placement == "sharded":
         raise UserError(
             f"--graph_placement {options.placement}: temporal sampling (a spec with"
-            " temporal_seed) runs on --graph_placement worker and --runner InMemory so far"
+            " temporal_seed) runs on --graph_placement worker or topology and --runner"
+            " InMemory so far"
         )
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
