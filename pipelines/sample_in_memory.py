@@ -221,7 +221,7 @@ def _run_links(
             args.keep_seed_edges,
         )
     )
-    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    specs = encode_specs(link.LinkSampling().output_schema(graph.schema, plan))
     _write(args, clock.timed("sample", chunks), specs, counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

@@ -249,3 +249,36 @@ class Checker:
         """The c eligible edges' keys: those picked, then never-picked placeholders."""
         keys = list(counts)
         return keys + [None] * (c - len(keys))
+
+    def check_link(self, record: bytes, seed_edge_set: str, seed_time_feature: str, ops) -> None:
+        """A link example: its seed time is its positive's edge's time (ids without escapes,
+        one edge per pair), the seed pair is in none of its edge sets that read the seed
+        table, and every edge of a temporal op's set is eligible (strictly before by default).
+        """
+        ex = parse_example(record)
+        sample = ex["context/sample_id"][0]
+        where = f"sample {sample!r}"
+        pair = sample.split(b"#neg")[0].split(b":")[0]
+        a, b = pair.split(b"->")
+        times = [r[seed_time_feature] for r in self.out[seed_edge_set][a] if _id(r["#target"]) == b]
+        assert len(times) == 1, f"{where}: the positive {pair!r} is not one edge of the table"
+        seed_time = ex["context/seed_time"][0]
+        assert seed_time == times[0], f"{where}: seed_time {seed_time} != the edge's {times[0]}"
+        sa, sb = ex["context/seed_id"][0].split(b"->")
+        source, target = self.ends[seed_edge_set]
+        for op in ops:
+            s_set, t_set = self.ends[op.edge_set]
+            prefix = f"edges/{op.edge_set}."
+            src_ids, dst_ids = ex[f"nodes/{s_set}.#id"], ex[f"nodes/{t_set}.#id"]
+            ends = zip(ex[prefix + "#source"], ex[prefix + "#target"], strict=True)
+            for (s, d), t in zip(ends, ex[prefix + op.edge_time], strict=True):
+                u, v = src_ids[s], dst_ids[d]
+                if op.edge_set == seed_edge_set:
+                    assert (u, v) != (sa, sb), f"{where}: the seed edge {u!r}->{v!r} is visible"
+                pool = {
+                    (_id(r["#target"]), r[op.edge_time]) for r in self.eligible(op, u, seed_time)
+                }
+                assert (v, t) in pool, (
+                    f"{where}: {op.edge_set} edge {u!r} -> {v!r} at {t} is not eligible at"
+                    f" seed time {seed_time}"
+                )

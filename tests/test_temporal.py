@@ -326,12 +326,8 @@ def test_placements_without_time_refuse_in_one_line(tmp_path, capsys, placement)
     assert len(err) == 1 and "temporal sampling" in err[0] and placement in err[0], err
 
 
-def test_link_seeds_and_estimate_refuse_a_temporal_spec_in_one_line(tmp_path, capsys):
+def test_estimate_refuses_a_temporal_spec_in_one_line(tmp_path, capsys):
     schema, _, _ = _write(tmp_path)
-    link = SPEC.replace('seed_op { op_name: "seed" node_set_name: "paper" }',
-                        'symmetric_link_seed_op { op_name: "seed" }')  # fmt: skip
-    with pytest.raises(UserError, match="not sampled by time yet"):
-        make_plan(load_graph(schema), _parsed(link), seed_edge_set="cites")
     argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--stats_cache", "none"]
     assert estimate_cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()

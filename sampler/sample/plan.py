@@ -153,12 +153,7 @@ def make_plan(
         strategy = STRATEGIES[op.strategy]
         rule = None
         if op.HasField("temporal"):
-            if link is not None:
-                raise UserError(
-                    f"{where}: temporal ops need a seed_op; link seeds"
-                    " (symmetric_link_seed_op) are not sampled by time yet"
-                )
-            rule, kind = temporal.op_rule(graph, op, edge_set, where)
+            rule, kind = temporal.op_rule(graph, op, edge_set, where, link is not None)
             kinds.append((f"sampling_ops[{i}] '{op.op_name}' temporal", kind))
         if strategy != RANDOM_UNIFORM and not (rule and rule.most_recent):
             weight = edge_set.features.get(WEIGHT_FEATURE)
@@ -182,12 +177,8 @@ def make_plan(
             )
         )
         produces[op.op_name] = (edge_set.target,)
-    if link is not None and spec.HasField("temporal_seed"):
-        raise UserError(
-            "sampling_spec: temporal_seed needs a seed_op; link seeds"
-            " (symmetric_link_seed_op) are not sampled by time yet"
-        )
-    seed_time = temporal.seed_time(graph, spec, seed_set, kinds)
+    link_set = link.edge_set if link is not None else None
+    seed_time = temporal.seed_time(graph, spec, seed_set, kinds, link_set)
     return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link, seed_time)
 
 

@@ -40,11 +40,13 @@ class TemporalRule:
 
 @dataclasses.dataclass(frozen=True)
 class SeedTime:
-    """Where each seed's time comes from: a feature of the seed node set, of one kind."""
+    """Where each seed's time comes from: a feature of the seed node set (node seeds) or of
+    the seed edge set (link seeds: the seed edge's time), of one kind."""
 
-    node_set: str
+    node_set: str  # node seeds: the seed node set; link seeds: the seed edge set
     feature: str
     kind: str  # INT or FLOAT
+    of_edge: bool = False  # link seeds
 
 
 def _time_kind(features: dict, name: str, where: str, what: str) -> str:
@@ -62,8 +64,9 @@ def _names(features: dict) -> str:
     return ", ".join(sorted(features)) or "no features"
 
 
-def op_rule(graph, op, edge_set, where: str) -> tuple[TemporalRule, str]:
-    """(rule, time kind) of a SamplingOp with a `temporal` message; UserError naming the field."""
+def op_rule(graph, op, edge_set, where: str, link: bool = False) -> tuple[TemporalRule, str]:
+    """(rule, time kind) of a SamplingOp with a `temporal` message; UserError naming the field.
+    Equal times are eligible by default for node seeds, not for link seeds (`link`)."""
     t = op.temporal
     if not t.edge_time_feature:
         raise UserError(f"{where}: temporal.edge_time_feature is empty")
@@ -100,38 +103,54 @@ def op_rule(graph, op, edge_set, where: str) -> tuple[TemporalRule, str]:
         raise UserError(
             f"{where}: temporal.most_recent picks the latest edges; leave strategy unset"
         )
-    rule = TemporalRule(
-        t.edge_time_feature, node_time, bool(t.strictly_before), window, t.most_recent
-    )
+    strict = bool(t.strictly_before) if t.HasField("strictly_before") else link
+    rule = TemporalRule(t.edge_time_feature, node_time, strict, window, t.most_recent)
     return rule, kind
 
 
-def seed_time(graph, spec, seed_set: str, kinds: list[tuple[str, str]]) -> SeedTime | None:
+def seed_time(
+    graph, spec, seed_set: str, kinds: list[tuple[str, str]], link_edge_set: str | None = None
+) -> SeedTime | None:
     """The seed time of a spec (None when it has no temporal op nor temporal_seed); `kinds`:
-    (op's field, time kind) of every temporal op, which must all be the seed time's kind."""
+    (op's field, time kind) of every temporal op, which must all be the seed time's kind.
+    Link seeds (`link_edge_set`, the seed edge set) take it from their edge."""
+    field = "edge_time_feature" if link_edge_set else "node_time_feature"
     if not spec.HasField("temporal_seed"):
         if kinds:
             raise UserError(
-                f"sampling_spec: {kinds[0][0]} is temporal but temporal_seed.node_time_feature"
+                f"sampling_spec: {kinds[0][0]} is temporal but temporal_seed.{field}"
                 " is not set (the seed's time that eligibility is measured against)"
             )
         return None
-    name = spec.temporal_seed.node_time_feature
+    other = "node_time_feature" if link_edge_set else "edge_time_feature"
+    if spec.temporal_seed.HasField(other):
+        seeds = "link seeds (symmetric_link_seed_op)" if link_edge_set else "node seeds (seed_op)"
+        raise UserError(
+            f"sampling_spec: temporal_seed.{other} does not apply to {seeds}; set {field}"
+        )
+    name = getattr(spec.temporal_seed, field)
     if not name:
-        raise UserError("sampling_spec: temporal_seed.node_time_feature is empty")
-    where = f"sampling_spec: temporal_seed (node set '{seed_set}')"
-    kind = _time_kind(graph.node_sets[seed_set].features, name, where, "node_time_feature")
+        raise UserError(f"sampling_spec: temporal_seed.{field} is empty")
+    if link_edge_set:
+        where = f"sampling_spec: temporal_seed (edge set '{link_edge_set}')"
+        features = graph.edge_sets[link_edge_set].features
+    else:
+        where = f"sampling_spec: temporal_seed (node set '{seed_set}')"
+        features = graph.node_sets[seed_set].features
+    kind = _time_kind(features, name, where, field)
     for field, other in kinds:
         if other != kind:
             raise UserError(
                 f"sampling_spec: {field} is a {other} time but the seed time"
-                f" temporal_seed.node_time_feature '{name}' is {kind}: use one kind of time"
+                f" temporal_seed.{field} '{name}' is {kind}: use one kind of time"
             )
     if SEED_TIME in graph.schema.context.features:
         raise UserError(
             f"context: feature '{SEED_TIME}' is written by temporal sampling; remove it from"
             " the schema"
         )
+    if link_edge_set:
+        return SeedTime(link_edge_set, name, kind, of_edge=True)
     return SeedTime(seed_set, name, kind)
 
 
@@ -139,7 +158,7 @@ def time_features(plan) -> dict[str, tuple[str, ...]]:
     """Node set -> the time features a temporal plan reads of it (the seed time, the ops'
     node times): what the `topology` placement keeps of the node tables."""
     out: dict[str, set[str]] = {}
-    if plan.seed_time is not None:
+    if plan.seed_time is not None and not plan.seed_time.of_edge:
         out.setdefault(plan.seed_set, set()).add(plan.seed_time.feature)
     for op in plan.ops:
         if op.temporal is not None and op.temporal.node_time is not None:
