@@ -33,18 +33,26 @@ def seed_times(dg, plan, seed_rows: np.ndarray) -> np.ndarray | None:
 def sample_op(dg, op, frontier, sample_keys, randomness, seed_time, kind):
     """(pick bounds per frontier row, positions, target rows) of a temporal op over the
     frontier (fs, fr) of the untimed op; `seed_time`: one per sample of the chunk."""
+    adj = dg.adjacency[op.edge_set]
+    node_times = None
+    if op.temporal.node_time is not None:
+        node_times = dg.nodes[op.target].rows.features[op.temporal.node_time]
+    graph = (adj.starts, adj.degrees, adj.targets, dg.nodes[op.source].rows.fp)
+    return picks(op, frontier, graph, adj, node_times, sample_keys, randomness, seed_time, kind)
+
+
+def picks(op, frontier, graph, adj, node_times, sample_keys, randomness, seed_time, kind):
+    """`sample_op` on any adjacency: frontier row f is (sample fs[f], row fr[f]); `graph`:
+    (starts, degrees, int64 targets, source fingerprints) indexed by row; `adj` holds the
+    edges' features and weights; `seed_time` and `sample_keys` are indexed by sample."""
     fs, fr = frontier
     jit = kernels("sampler.sample.temporal_jit")
     rule = op.temporal
-    adj = dg.adjacency[op.edge_set]
     lo, hi = temporal.bounds(seed_time, rule, kind)
     times = _graph(adj.features[rule.edge_time])
-    node_times = times
-    if rule.node_time is not None:
-        node_times = _graph(dg.nodes[op.target].rows.features[rule.node_time])
-    has_node_time = rule.node_time is not None
-    starts, degrees, targets = (_graph(a) for a in (adj.starts, adj.degrees, adj.targets))
-    fp = _graph(dg.nodes[op.source].rows.fp)
+    has_node_time = node_times is not None
+    node_times = _graph(node_times) if has_node_time else times
+    starts, degrees, targets, fp = (_graph(a) for a in graph)
     prefix = randomness.stream_prefix(op.key)
     keys = np.ascontiguousarray(sample_keys, dtype=np.uint64)
     ends = (fs, fr, starts, degrees, targets, times, lo, hi, node_times, has_node_time)
