@@ -8,6 +8,7 @@ the statistic is the same number on every run.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -294,6 +295,34 @@ def test_the_placements_write_the_in_memory_records(in_memory_run, placement):
     assert re.search(r'key: "seed_time"\s+value \{\s+dtype: DT_INT64', schema_text)
 
 
+def test_sharded_writes_the_in_memory_records(in_memory_run, capsys):
+    """`sharded` carries each seed's time with its frontier rows; node times it refuses."""
+    tmp_path, schema, _, seeds, _, _ = in_memory_run
+    spec = tmp_path / "no_node_time.pbtxt"
+    spec.write_text(SPEC.replace('node_time_feature: "year" most_recent', "most_recent"))
+    ops = [dataclasses.replace(op, node_time=None) for op in CHECKED]
+    records = {}
+    for placement in ("InMemory", "sharded"):
+        flags = (
+            ["--runner", "InMemory"]
+            if placement == "InMemory"
+            else ["--graph_placement", "sharded"]
+        )
+        out = str(tmp_path / f"{placement}_no_node_time" / "samples")
+        records[placement] = _run(tmp_path, schema, str(spec), out, "--input_seeds", seeds, *flags)
+    assert records["sharded"] == records["InMemory"]
+    checker = Checker(*_tables(tmp_path))
+    for record in records["sharded"]:
+        checker.check(record, "paper", "year", ops)
+    assert abs(checker.uniform_z()[0]) < 4
+    capsys.readouterr()
+    argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--output_samples",
+            str(tmp_path / "refused" / "s"), "--graph_placement", "sharded"]  # fmt: skip
+    assert sample_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "node_time_feature" in err[0], err
+
+
 def test_float_times_pass_the_checker(tmp_path):
     schema, nodes, edges = _write(tmp_path, "float")
     out = str(tmp_path / "out" / "samples")
@@ -315,15 +344,11 @@ def test_a_seed_without_a_time_is_a_bad_row(tmp_path, capsys):
     assert len(records) == PAPERS - 1  # p0, whose year is null, is not sampled
 
 
-@pytest.mark.parametrize("placement", ["sharded"])
-def test_placements_without_time_refuse_in_one_line(tmp_path, capsys, placement):
+def test_node_aggregation_refuses_a_temporal_spec_in_one_line(tmp_path):
     schema, _, _ = _write(tmp_path)
-    out = str(tmp_path / "out" / "samples")
-    argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--output_samples",
-            out, "--graph_placement", placement]  # fmt: skip
-    assert sample_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temporal sampling" in err[0] and placement in err[0], err
+    with pytest.raises(UserError, match="needs --edge_aggregation_method edge") as e:
+        make_plan(load_graph(schema), _parsed(SPEC), "node")
+    assert "\n" not in str(e.value)
 
 
 def test_estimate_refuses_node_times_in_one_line(tmp_path, capsys):

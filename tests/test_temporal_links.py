@@ -84,6 +84,25 @@ def test_link_placements_write_the_in_memory_records(link_graph, in_memory_links
     assert got == in_memory_links
 
 
+def test_sharded_refuses_temporal_link_seeds_in_one_line(link_graph, capsys):
+    tmp_path, schema, spec = link_graph
+    argv = [
+        "--graph_schema",
+        schema,
+        "--sampling_spec",
+        spec,
+        "--seed_edge_set",
+        "cites",
+        "--output_samples",
+        str(tmp_path / "sharded" / "s"),
+        "--graph_placement",
+        "sharded",
+    ]
+    assert sample_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "temporal link seeds" in err[0], err
+
+
 def test_link_seed_time_fields_are_checked(link_graph):
     _, schema, _ = link_graph
     graph = load_graph(schema)

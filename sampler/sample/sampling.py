@@ -82,7 +82,16 @@ def sample_frontier_temporal(
         dst=adjacency.targets[positions],
         edge_key=adjacency.edge_keys[positions],
         features=take_features(adjacency.features, positions),
+        time=seed_time[live][rows],
     )
+
+
+def with_seed_times(edges: SampledEdges, frontier: SampleNodes) -> SampledEdges:
+    """`edges` sampled from `frontier` (sorted by sample, as `unique` leaves it), each with
+    the seed time of its sample: how an untimed op of a temporal spec passes it on."""
+    at = np.searchsorted(frontier.sample, edges.sample)
+    edges.time = frontier.time[at]
+    return edges
 
 
 def all_out_edges(adjacency: Adjacency, frontier: SampleNodes) -> SampledEdges:

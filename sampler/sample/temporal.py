@@ -166,6 +166,17 @@ def time_features(plan) -> dict[str, tuple[str, ...]]:
     return {name: tuple(sorted(names)) for name, names in out.items()}
 
 
+def with_chunk_seed_times(chunk, plan):
+    """A chunk of node seeds' subgraphs assembled from rows (the `sharded` placement) with
+    its seed times: each seed is node 0 of its node set, and its time one of its features."""
+    part = chunk.node_rows[plan.seed_set]
+    first = np.asarray(part.bounds[:-1])
+    column = np.asarray(part.batch.features[plan.seed_time.feature])
+    index = first if part.index is None else np.asarray(part.index)[first]
+    chunk.seed_times = column[index]
+    return chunk
+
+
 def output_schema(schema, seed: SeedTime | None):
     """`schema` with the scalar context feature `seed_time` when the spec is temporal."""
     if seed is None:

@@ -86,11 +86,17 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
-    if plan.seed_time is not None and options.placement == "sharded":
+    if plan.seed_time is not None and plan.link is not None and options.placement == "sharded":
         raise UserError(
-            f"--graph_placement {options.placement}: temporal sampling (a spec with"
-            " temporal_seed) runs on --graph_placement worker or topology and --runner"
-            " InMemory so far"
+            "--graph_placement sharded: temporal link seeds (a symmetric_link_seed_op with"
+            " temporal_seed) run on --graph_placement worker or topology and --runner InMemory"
+            " so far"
+        )
+    node_times = [op.name for op in plan.ops if op.temporal and op.temporal.node_time]
+    if node_times and options.placement == "sharded":
+        raise UserError(
+            f"--graph_placement sharded: op '{node_times[0]}' has temporal.node_time_feature,"
+            " which runs on --graph_placement worker or topology and --runner InMemory so far"
         )
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
