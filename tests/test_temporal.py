@@ -395,3 +395,15 @@ def test_validate_checks_the_temporal_fields(tmp_path, capsys):
     assert validate_cli.main(["--graph_schema", schema, "--sampling_spec", bad]) == 1
     out = capsys.readouterr().out
     assert "FAIL sampling spec" in out and "temporal.edge_time_feature 'yr'" in out, out
+
+
+def test_tf_gnn_spec_objects_still_plan(tmp_path):
+    """Library users pass TF-GNN's own SamplingSpec class, which has no extension fields."""
+    from tensorflow_gnn.sampler import sampling_spec_pb2 as tfgnn_spec_pb2
+
+    schema, _, _ = _write(tmp_path)
+    untimed = re.sub(r"temporal \{[^}]*\}|temporal_seed \{[^}]*\}", "", SPEC)
+    untimed = untimed.replace("sample_size: 2\n", "sample_size: 2 strategy: RANDOM_UNIFORM\n")
+    spec = text_format.Parse(untimed, tfgnn_spec_pb2.SamplingSpec())
+    plan = make_plan(load_graph(schema), spec)
+    assert plan.seed_time is None and len(plan.ops) == 3

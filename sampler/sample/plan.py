@@ -152,7 +152,7 @@ def make_plan(
             raise UserError(f"{where}: strategy {op.strategy} is not supported")
         strategy = STRATEGIES[op.strategy]
         rule = None
-        if op.HasField("temporal"):
+        if temporal.has(op, "temporal"):
             rule, kind = temporal.op_rule(graph, op, edge_set, where, link is not None)
             kinds.append((f"sampling_ops[{i}] '{op.op_name}' temporal", kind))
         if strategy != RANDOM_UNIFORM and not (rule and rule.most_recent):

@@ -49,6 +49,12 @@ class SeedTime:
     of_edge: bool = False  # link seeds
 
 
+def has(message, field: str) -> bool:
+    """Whether `message` sets `field`: a spec may be TF-GNN's own class (library users pass
+    it), which has none of the extension's fields."""
+    return field in message.DESCRIPTOR.fields_by_name and message.HasField(field)
+
+
 def _time_kind(features: dict, name: str, where: str, what: str) -> str:
     spec = features.get(name)
     if spec is None:
@@ -115,7 +121,7 @@ def seed_time(
     (op's field, time kind) of every temporal op, which must all be the seed time's kind.
     Link seeds (`link_edge_set`, the seed edge set) take it from their edge."""
     field = "edge_time_feature" if link_edge_set else "node_time_feature"
-    if not spec.HasField("temporal_seed"):
+    if not has(spec, "temporal_seed"):
         if kinds:
             raise UserError(
                 f"sampling_spec: {kinds[0][0]} is temporal but temporal_seed.{field}"
