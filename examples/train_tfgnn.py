@@ -16,7 +16,9 @@ handled here:
   * The seed is node 0 of its node set in each subgraph: `ReadoutFirstNode`.
 
 Prints one JSON line (per-epoch loss and validation accuracy, the majority-class baseline)
-and writes it to --report when given. Every 5th record is held out for validation.
+and writes it to --report when given. Every 5th record is held out for validation, or, with
+--validate_from T on temporal samples (docs/sampling.md, "Temporal sampling"), every record
+whose context `seed_time` is T or later: train on the past, validate on the future.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def parse_args(argv):
     parser.add_argument("--id_buckets", type=int, default=4096, help="Hash buckets for #id.")
     parser.add_argument("--learning_rate", type=float, default=1e-2)
     parser.add_argument("--report", help="Also write the JSON report to this path.")
+    parser.add_argument(
+        "--validate_from",
+        type=float,
+        help="Temporal samples: validate on the records whose seed_time is at least this.",
+    )
     return parser.parse_args(argv)
 
 
@@ -87,9 +94,19 @@ def make_datasets(files, graph_spec, args, features):
         return graph, labels
 
     records = tf.data.TFRecordDataset(files).enumerate()
+    held_out = lambda i, _: i % 5 == 0  # noqa: E731
+    if args.validate_from is not None:  # by time: the seed_time of the record's context
+        key = "context/seed_time"
+        dtype = graph_spec.context_spec["seed_time"].dtype
+        wanted = {key: tf.io.FixedLenFeature([1], dtype)}
+
+        def held_out(_, record):
+            time = tf.io.parse_single_example(record, wanted)[key][0]
+            return tf.cast(time, tf.float64) >= args.validate_from
+
     split = {
-        "train": records.filter(lambda i, _: i % 5 != 0),
-        "validation": records.filter(lambda i, _: i % 5 == 0),
+        "train": records.filter(lambda i, r: tf.logical_not(held_out(i, r))),
+        "validation": records.filter(held_out),
     }
     return {
         name: ds.map(lambda _, r: r).batch(args.batch_size).map(parse).prefetch(2)
@@ -150,6 +167,10 @@ def main(argv=None) -> dict:
     schema = tfgnn.read_schema(schema_path)
     if args.label not in schema.node_sets[args.seed_node_set].features:
         raise SystemExit(f"error: {schema_path}: {args.seed_node_set} has no '{args.label}'")
+    if args.validate_from is not None and "seed_time" not in schema.context.features:
+        raise SystemExit(
+            f"error: {schema_path}: --validate_from needs temporal samples (seed_time)"
+        )
     features = input_features(schema, args.seed_node_set, args.label)
     data = make_datasets(files, tfgnn.create_graph_spec_from_schema_pb(schema), args, features)
     train_labels = [int(v) for _, y in data["train"] for v in y.numpy()]

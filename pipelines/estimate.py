@@ -166,6 +166,10 @@ def check_outputs(graph, args, cache: str | None) -> None:
         tool_outputs.check("--json", args.json, args.json, [*inputs, *([path] if path else [])])
 
 
+def _timed(plan):
+    return [op for op in plan.ops if op.temporal is not None]
+
+
 def main_body(argv) -> int:
     args = parse_args(argv)
     graph = load_graph(args.graph_schema)
@@ -175,6 +179,12 @@ def main_body(argv) -> int:
         args.edge_aggregation_method,
         args.seed_edge_set,
     )
+    unmodelled = plan.link is not None or any(op.temporal.node_time for op in _timed(plan))
+    if plan.seed_time is not None and unmodelled:
+        raise UserError(
+            f"--sampling_spec {args.sampling_spec}: estimate models temporal ops of node seeds"
+            " without temporal.node_time_feature only so far; estimate the spec without them"
+        )
     cache = None if args.stats_cache == "none" else args.stats_cache
     check_outputs(graph, args, cache)
     progress = RowProgress("degree statistics", args.progress_interval)

@@ -3,6 +3,7 @@
   python -m pipelines.generate --num_papers 100000 --output_dir /tmp/mag \\
       [--format tfrecord|csv|parquet] [--num_shards K] [--feature_dim 16] \\
       [--all_node_features] [--hub_fraction 0.2] [--edge_weights] [--seed 0] [--write_spec]
+      [--temporal]
 
 Prints the schema path and the number of rows of every node set and edge set.
 """
@@ -15,6 +16,7 @@ import time
 
 from pipelines import cli
 from pipelines.runtime.runner import run_main
+from sampler.tools.mag_spec import temporal_mag_sampling_spec
 from sampler.tools.synthetic import (
     generate_mag,
     mag_sampling_spec,
@@ -54,6 +56,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--temporal",
+        action="store_true",
+        help="give cites, writes and written a `year` (their paper's); with --write_spec, the"
+        " MAG spec sampled by time (docs/sampling.md, 'Temporal sampling')",
+    )
+    parser.add_argument(
         "--write_spec",
         action="store_true",
         help="also write the MAG spec to output_dir/sampling_spec.pbtxt",
@@ -72,14 +80,14 @@ def run(args: argparse.Namespace) -> str:
         edge_weights=args.edge_weights,
         num_clusters=args.num_clusters,
         intra_cluster=args.intra_cluster,
+        edge_years=args.temporal,
     )
     generated = time.time()
     schema_path = write_graph(graph, args.output_dir, fmt=args.format, num_shards=args.num_shards)
     print(f"schema: {schema_path}")
     if args.write_spec:
-        spec_path = write_sampling_spec(
-            mag_sampling_spec(), args.output_dir.rstrip("/") + "/sampling_spec.pbtxt"
-        )
+        spec = temporal_mag_sampling_spec() if args.temporal else mag_sampling_spec()
+        spec_path = write_sampling_spec(spec, args.output_dir.rstrip("/") + "/sampling_spec.pbtxt")
         print(f"sampling spec: {spec_path}")
     for name, count in graph.counts().items():
         stored = "latent" if name not in graph.tables and name in graph.num_nodes else ""

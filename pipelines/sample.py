@@ -26,6 +26,7 @@ from pipelines.runtime.runner import new_pipeline, note_output, output_shards, r
 from pipelines.sample_config import SampleConfig, check_link_flags, check_numbers, parse_args
 from sampler.errors import UserError
 from sampler.io import files, graph_tables
+from sampler.sample import temporal
 from sampler.sample.encode import output_schema
 from sampler.sample.link import link_output_schema
 from sampler.sample.plan import SamplingPlan, load_sampling_spec, make_plan
@@ -218,6 +219,8 @@ def write_output_schema(graph, output_dir: str, plan: SamplingPlan | None = None
         if plan is None or plan.link is None
         else link_output_schema(graph.schema, plan)
     )
+    if plan is not None:
+        schema = temporal.output_schema(schema, plan.seed_time)
     with files.write_output(path) as f:
         f.write(text_format.MessageToString(output_schema(schema)).encode())
     return path

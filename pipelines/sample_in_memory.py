@@ -73,7 +73,8 @@ def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> 
         for bucket, part in by_bucket(seeds, args.num_buckets)
         for chunk in in_memory.sample_chunks(graph, plan, mem, part, randomness, counters)
     )
-    _write(args, clock.timed("sample", chunks), encode_specs(graph.schema), counters, clock)
+    specs = encode_specs(in_memory.NodeSeedSampling().output_schema(graph.schema, plan))
+    _write(args, clock.timed("sample", chunks), specs, counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
 
@@ -220,7 +221,7 @@ def _run_links(
             args.keep_seed_edges,
         )
     )
-    specs = encode_specs(link.link_output_schema(graph.schema, plan))
+    specs = encode_specs(link.LinkSampling().output_schema(graph.schema, plan))
     _write(args, clock.timed("sample", chunks), specs, counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

@@ -119,19 +119,27 @@ class SampleNodes:
 
     sample: np.ndarray  # uint64 sample keys
     node: np.ndarray  # uint64 node fingerprints
+    time: np.ndarray | None = None  # a temporal spec's seed time of each sample's row
 
     def __len__(self) -> int:
         return len(self.sample)
 
     def take(self, index) -> SampleNodes:
-        return SampleNodes(self.sample[index], self.node[index])
+        time = None if self.time is None else self.time[index]
+        return SampleNodes(self.sample[index], self.node[index], time)
 
     @classmethod
     def concat(cls, parts: list[SampleNodes]) -> SampleNodes:
         if not parts:
             return cls(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
+        timed = [p.time is not None for p in parts]
+        if any(timed) and not all(timed):
+            raise ValueError("SampleNodes with and without seed times")
+        time = np.concatenate([p.time for p in parts]) if all(timed) else None
         return cls(
-            np.concatenate([p.sample for p in parts]), np.concatenate([p.node for p in parts])
+            np.concatenate([p.sample for p in parts]),
+            np.concatenate([p.node for p in parts]),
+            time,
         )
 
     def unique(self) -> SampleNodes:
@@ -156,6 +164,7 @@ class SampledEdges:
     dst: np.ndarray  # uint64
     edge_key: np.ndarray  # uint64: identifies the edge among parallel edges
     features: dict[str, np.ndarray]
+    time: np.ndarray | None = None  # a temporal spec's seed time of each edge's sample
 
     def __len__(self) -> int:
         return len(self.sample)
@@ -167,6 +176,7 @@ class SampledEdges:
             self.dst[index],
             self.edge_key[index],
             take_features(self.features, index),
+            None if self.time is None else self.time[index],
         )
 
     @classmethod

@@ -272,3 +272,56 @@ def sample_chunk_numpy(graph, plan, dg, seeds, randomness, counters):
         for name, m in members.items()
     }
     return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows, edge_rows)
+
+
+# --------------------------------------------------------------------------- temporal
+
+
+def temporal_picks(
+    fs, fr, starts, degrees, targets, times, lo, hi, node_times, streams, k, how, weights=None
+):
+    """`temporal_dense.sample_op`'s picks in plain Python, row by row: (pick bounds per
+    frontier row, positions). `how`: 'uniform', 'recent', TOP_K or RANDOM_WEIGHTED; `streams`:
+    each frontier row's stream key; `node_times` None when the op has none."""
+    bounds, out = [0], []
+    for f in range(len(fr)):
+        s, r = int(fs[f]), int(fr[f])
+        row = range(int(starts[r]), int(starts[r] + degrees[r]))
+        elig = []
+        for e in row:
+            t = times[e]
+            ok = lo[s] <= t <= hi[s]
+            if ok and node_times is not None:
+                ok = node_times[targets[e]] <= hi[s]
+            if ok:
+                elig.append(e)
+        stream = np.array([streams[f]], np.uint64)
+        if how == "recent":
+            got = sorted(elig, key=lambda e: (-times[e], e))[:k]
+        elif how == "uniform" and len(elig) <= k:
+            got = list(elig)
+        elif how == "uniform":  # Floyd's over the eligible list
+            got, c = [], len(elig)
+            for step in range(k):
+                j = c - k + step
+                t = min(int(draw(stream, step)[0] * float(j + 1)), j)
+                got.append(elig[j] if elig[t] in got else elig[t])
+        elif how == TOP_K:
+            w = [float(weights[e]) for e in elig]
+            order = sorted(range(len(elig)), key=lambda i: (np.isnan(w[i]), -w[i], elig[i]))
+            got = [elig[i] for i in order[:k]]
+        elif how == RANDOM_WEIGHTED:
+            scored = []
+            for e in elig:
+                u = draw(stream, e - int(starts[r]))[0]
+                w = np.float64(weights[e])
+                if w > 0:
+                    score = np.log(np.maximum(u, 2.0**-60)) / w
+                    if np.isfinite(score):
+                        scored.append((-score, e))
+            got = [e for _, e in sorted(scored)[:k]]
+        else:
+            raise ValueError(how)
+        out += got
+        bounds.append(len(out))
+    return np.array(bounds, np.int64), np.array(out, np.int64)

@@ -156,9 +156,28 @@ def test_the_warm_ups_compile_what_the_runs_use(started_together, tmp_path):
         'sampling_ops { op_name: "c" input_op_names: "seed" edge_set_name: "cites"'
         " sample_size: 2 strategy: RANDOM_WEIGHTED }\n"
     )
+    timed = synthetic.generate_mag(80, seed=4, feature_dim=3, edge_weights=True, edge_years=True)
+    synthetic.write_graph(timed, str(tmp_path / "t"), fmt="parquet")
+    spec = synthetic.temporal_mag_sampling_spec(window=3)
+    spec.sampling_ops[0].strategy = sampling_spec_pb2.TOP_K  # cites: TOP_K among eligible
+    for name, how in (("recent", None), ("weighted", sampling_spec_pb2.RANDOM_WEIGHTED)):
+        op = spec.sampling_ops.add(op_name=name, edge_set_name="cites", sample_size=2)
+        op.input_op_names.append("seed")
+        op.temporal.edge_time_feature = "year"
+        op.temporal.most_recent = how is None
+        if how is not None:
+            op.strategy = how
+    synthetic.write_sampling_spec(spec, str(tmp_path / "t" / "spec.pbtxt"))
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     g, out = tmp_path / "g", tmp_path / "out"
     runs = [[sys.executable, "-c", IN_MEMORY_RUNS, str(g), str(out)]]
+    for placement in ("InMemory", "worker"):  # temporal ops (sampler/sample/temporal_jit.py)
+        runner = ["--runner", "InMemory"] if placement == "InMemory" else []
+        runs.append([
+            sys.executable, "-m", "pipelines.sample", "--graph_schema", str(tmp_path / "t"),
+            "--sampling_spec", str(tmp_path / "t" / "spec.pbtxt"), "--output_samples",
+            str(out / "temporal" / placement / "s"), "--progress_interval", "0", *runner,
+        ])  # fmt: skip
     for placement in ("worker", "topology", "sharded"):
         runs.append([
             sys.executable, "-m", "pipelines.sample", "--graph_schema", str(g / "parquet"),

@@ -23,6 +23,7 @@ from sampler.protos import example_pb2, graph_schema_pb2, sampling_spec_pb2, ten
 from sampler.tools.synthetic import generate_mag, mag_sampling_spec, write_graph
 
 ROOT = Path(__file__).resolve().parents[1]
+EXTENSION = 1000  # field numbers from here on are ours, never TF-GNN's
 PAIRS = [
     (graph_schema_pb2.GraphSchema, tfgnn_schema_pb2.GraphSchema),
     (sampling_spec_pb2.SamplingSpec, tfgnn_spec_pb2.SamplingSpec),
@@ -44,6 +45,8 @@ def _field_differences(ours, theirs, path: str, seen: set) -> list[str]:
     for field in ours.fields:
         where = f"{path}.{field.name}"
         other = theirs_by_name.get(field.name)
+        if other is None and field.number >= EXTENSION:
+            continue  # this project's extension (temporal sampling): TF-GNN has no such field
         if other is None:
             problems.append(f"{where}: not in {theirs.full_name}")
             continue
@@ -68,6 +71,26 @@ def _field_differences(ours, theirs, path: str, seen: set) -> list[str]:
 def test_descriptors_match(ours, theirs):
     assert ours.DESCRIPTOR.full_name != theirs.DESCRIPTOR.full_name  # our own package
     assert _field_differences(ours.DESCRIPTOR, theirs.DESCRIPTOR, ours.__name__, set()) == []
+
+
+def test_the_temporal_extension_is_ours_alone():
+    """The temporal fields sit at numbers TF-GNN does not use, and a spec that sets them still
+    reads in TF-GNN (as unknown fields) with its own fields unchanged."""
+    spec = sampling_spec_pb2.SamplingSpec.DESCRIPTOR
+    assert spec.fields_by_name["temporal_seed"].number >= EXTENSION
+    op = spec.fields_by_name["sampling_ops"].message_type
+    assert op.fields_by_name["temporal"].number >= EXTENSION
+    theirs_numbers = {f.number for f in tfgnn_spec_pb2.SamplingOp.DESCRIPTOR.fields}
+    assert max(theirs_numbers) < EXTENSION
+    text = (
+        'seed_op { op_name: "s" node_set_name: "p" } temporal_seed { node_time_feature: "t" }'
+        ' sampling_ops { op_name: "a" input_op_names: "s" edge_set_name: "e" sample_size: 2'
+        ' temporal { edge_time_feature: "t" window: 3 most_recent: true } }'
+    )
+    mine = text_format.Parse(text, sampling_spec_pb2.SamplingSpec())
+    theirs = tfgnn_spec_pb2.SamplingSpec.FromString(_bytes(mine))
+    assert theirs.sampling_ops[0].sample_size == 2 and theirs.seed_op.node_set_name == "p"
+    assert _bytes(theirs) == _bytes(mine)  # unknown fields kept, in place
 
 
 def test_data_types_match_tensorflow():

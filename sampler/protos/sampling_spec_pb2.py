@@ -24,21 +24,25 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sampler/protos/sampling_spec.proto\x12\x12\x62\x65\x61m_graph.sampler\"\xd1\x01\n\x0cSamplingSpec\x12-\n\x07seed_op\x18\x01 \x01(\x0b\x32\x1a.beam_graph.sampler.SeedOpH\x00\x12I\n\x16symmetric_link_seed_op\x18\x05 \x01(\x0b\x32\'.beam_graph.sampler.SymmetricLinkSeedOpH\x00\x12\x34\n\x0csampling_ops\x18\x02 \x03(\x0b\x32\x1e.beam_graph.sampler.SamplingOpB\x0b\n\tseed_typeJ\x04\x08\x03\x10\x05\"6\n\x06SeedOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\x12\x15\n\rnode_set_name\x18\x02 \x01(\tJ\x04\x08\x03\x10\x05\"&\n\x13SymmetricLinkSeedOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\"\x9f\x01\n\nSamplingOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\x12\x16\n\x0einput_op_names\x18\x02 \x03(\t\x12\x15\n\redge_set_name\x18\x03 \x01(\t\x12\x13\n\x0bsample_size\x18\x04 \x01(\x05\x12\x36\n\x08strategy\x18\x05 \x01(\x0e\x32$.beam_graph.sampler.SamplingStrategyJ\x04\x08\x06\x10\x07*F\n\x10SamplingStrategy\x12\t\n\x05TOP_K\x10\x00\x12\x12\n\x0eRANDOM_UNIFORM\x10\x01\x12\x13\n\x0fRANDOM_WEIGHTED\x10\x02')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"sampler/protos/sampling_spec.proto\x12\x12\x62\x65\x61m_graph.sampler\"\x8b\x02\n\x0cSamplingSpec\x12-\n\x07seed_op\x18\x01 \x01(\x0b\x32\x1a.beam_graph.sampler.SeedOpH\x00\x12I\n\x16symmetric_link_seed_op\x18\x05 \x01(\x0b\x32\'.beam_graph.sampler.SymmetricLinkSeedOpH\x00\x12\x34\n\x0csampling_ops\x18\x02 \x03(\x0b\x32\x1e.beam_graph.sampler.SamplingOp\x12\x38\n\rtemporal_seed\x18\xe8\x07 \x01(\x0b\x32 .beam_graph.sampler.TemporalSeedB\x0b\n\tseed_typeJ\x04\x08\x03\x10\x05\"D\n\x0cTemporalSeed\x12\x19\n\x11node_time_feature\x18\x01 \x01(\t\x12\x19\n\x11\x65\x64ge_time_feature\x18\x02 \x01(\t\"6\n\x06SeedOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\x12\x15\n\rnode_set_name\x18\x02 \x01(\tJ\x04\x08\x03\x10\x05\"&\n\x13SymmetricLinkSeedOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\"\xd8\x01\n\nSamplingOp\x12\x0f\n\x07op_name\x18\x01 \x01(\t\x12\x16\n\x0einput_op_names\x18\x02 \x03(\t\x12\x15\n\redge_set_name\x18\x03 \x01(\t\x12\x13\n\x0bsample_size\x18\x04 \x01(\x05\x12\x36\n\x08strategy\x18\x05 \x01(\x0e\x32$.beam_graph.sampler.SamplingStrategy\x12\x37\n\x08temporal\x18\xe8\x07 \x01(\x0b\x32$.beam_graph.sampler.TemporalSamplingJ\x04\x08\x06\x10\x07\"\x86\x01\n\x10TemporalSampling\x12\x19\n\x11\x65\x64ge_time_feature\x18\x01 \x01(\t\x12\x19\n\x11node_time_feature\x18\x02 \x01(\t\x12\x17\n\x0fstrictly_before\x18\x03 \x01(\x08\x12\x0e\n\x06window\x18\x04 \x01(\x01\x12\x13\n\x0bmost_recent\x18\x05 \x01(\x08*F\n\x10SamplingStrategy\x12\t\n\x05TOP_K\x10\x00\x12\x12\n\x0eRANDOM_UNIFORM\x10\x01\x12\x13\n\x0fRANDOM_WEIGHTED\x10\x02')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sampler.protos.sampling_spec_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SAMPLINGSTRATEGY']._serialized_start=528
-  _globals['_SAMPLINGSTRATEGY']._serialized_end=598
+  _globals['_SAMPLINGSTRATEGY']._serialized_start=850
+  _globals['_SAMPLINGSTRATEGY']._serialized_end=920
   _globals['_SAMPLINGSPEC']._serialized_start=59
-  _globals['_SAMPLINGSPEC']._serialized_end=268
-  _globals['_SEEDOP']._serialized_start=270
-  _globals['_SEEDOP']._serialized_end=324
-  _globals['_SYMMETRICLINKSEEDOP']._serialized_start=326
-  _globals['_SYMMETRICLINKSEEDOP']._serialized_end=364
-  _globals['_SAMPLINGOP']._serialized_start=367
-  _globals['_SAMPLINGOP']._serialized_end=526
+  _globals['_SAMPLINGSPEC']._serialized_end=326
+  _globals['_TEMPORALSEED']._serialized_start=328
+  _globals['_TEMPORALSEED']._serialized_end=396
+  _globals['_SEEDOP']._serialized_start=398
+  _globals['_SEEDOP']._serialized_end=452
+  _globals['_SYMMETRICLINKSEEDOP']._serialized_start=454
+  _globals['_SYMMETRICLINKSEEDOP']._serialized_end=492
+  _globals['_SAMPLINGOP']._serialized_start=495
+  _globals['_SAMPLINGOP']._serialized_end=711
+  _globals['_TEMPORALSAMPLING']._serialized_start=714
+  _globals['_TEMPORALSAMPLING']._serialized_end=848
 # @@protoc_insertion_point(module_scope)

@@ -28,6 +28,7 @@ from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
+from sampler.sample import temporal_dense
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.plan import NODE, RANDOM_UNIFORM, SamplingPlan
 from sampler.sample.randomness import Randomness
@@ -203,10 +204,11 @@ class Picks(typing.NamedTuple):
         return self._replace(bounds=bounds, pos=self.pos[~drop], tr=self.tr[~drop])
 
 
-def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness) -> Picks:
+def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness, times=None) -> Picks:
     """One sampling op over the parts its inputs produced: the frontier is their distinct
     (sample, row) pairs with out-edges, in (sample, row) order; each row draws from its own
-    stream (sampler.sample.randomness)."""
+    stream (sampler.sample.randomness). A temporal op needs `times`: (seed time per sample,
+    time kind); its picks are made by sampler.sample.temporal_dense."""
     jit = _jit()
     n_rows = len(dg.nodes[op.source].rows)
     adj = dg.adjacency[op.edge_set]
@@ -215,6 +217,9 @@ def sample_op(dg: DenseGraph, op, parts, sample_keys: np.ndarray, randomness) ->
         read_only(a) for a in (adj.starts, adj.degrees, adj.targets, dg.nodes[op.source].rows.fp)
     )
     fs, fr, fbounds = jit.live_frontier(bounds, rows, degrees)
+    if op.temporal is not None:
+        out = temporal_dense.sample_op(dg, op, (fs, fr), sample_keys, randomness, *times)
+        return Picks(fs, fr, fbounds, *out)
     prefix = randomness.stream_prefix(op.key)
     keys = np.ascontiguousarray(sample_keys, dtype=np.uint64)
     if op.strategy == RANDOM_UNIFORM:
@@ -328,10 +333,13 @@ def sample_chunk_columns(
     seeds = seeds.take(np.flatnonzero(found))
     seed_rows = seed_rows[found]
     n = len(seeds)
+    seed_times = temporal_dense.seed_times(dg, plan, seed_rows)
+    times = None if seed_times is None else (seed_times, plan.seed_time.kind)
     produced = {plan.seed_op: seed_part(n, seed_rows)}
     picked = collections.defaultdict(list)
     for op in plan.ops:
-        step = sample_op(dg, op, [produced[name] for name in op.inputs], seeds.sample, randomness)
+        inputs = [produced[name] for name in op.inputs]
+        step = sample_op(dg, op, inputs, seeds.sample, randomness, times)
         picked[op.edge_set].append(step)
         produced[op.name] = step.targets()
     members = {}
@@ -347,7 +355,8 @@ def sample_chunk_columns(
         )
         for name, info in graph.edge_sets.items()
     }
-    return SubgraphChunk(seeds.sample_id, seeds.seed_id, node_rows(dg, members), edges)
+    nodes = node_rows(dg, members)
+    return SubgraphChunk(seeds.sample_id, seeds.seed_id, nodes, edges, seed_times)
 
 
 def node_rows(dg: DenseGraph, members: dict[str, Members]) -> dict[str, NodeRowsOfChunk]:

@@ -44,6 +44,7 @@ SOURCE = "#source"
 TARGET = "#target"
 SEED_ID = "seed_id"
 SAMPLE_ID = "sample_id"
+SEED_TIME = "seed_time"  # a temporal spec's (sampler.sample.temporal.output_schema)
 SEED_ID_KEY = f"context/{SEED_ID}"
 SAMPLE_ID_KEY = f"context/{SAMPLE_ID}"
 _RESERVED = frozenset({SIZE, SOURCE, TARGET})
@@ -116,6 +117,7 @@ class EncodeSpecs:
 
     node_sets: dict[str, NodeSetEncoding]  # sorted by name
     edge_sets: dict[str, EdgeSetEncoding]  # sorted by name
+    seed_time: FeatureKey | None = None  # context/seed_time of a temporal spec's records
 
 
 def _check_string_scalar(feature, where: str, name: str) -> None:
@@ -148,7 +150,13 @@ def encode_specs(schema: GraphSchema) -> EncodeSpecs:
     for name in (SEED_ID, SAMPLE_ID):
         if name in context:
             _check_string_scalar(context[name], "context", name)
-    extra = sorted(set(context) - {SEED_ID, SAMPLE_ID})
+    seed_time = None
+    if SEED_TIME in context:
+        spec = feature_spec(SEED_TIME, context[SEED_TIME], "context")
+        if spec.kind == "bytes" or spec.shape:
+            raise UserError(f"context: feature '{SEED_TIME}' must be an INT64 or FLOAT scalar")
+        seed_time = FeatureKey(spec, f"context/{SEED_TIME}")
+    extra = sorted(set(context) - {SEED_ID, SAMPLE_ID, SEED_TIME})
     if extra:
         # tfgnn.parse_example requires every context feature; a Subgraph carries none.
         raise UserError(
@@ -185,7 +193,7 @@ def encode_specs(schema: GraphSchema) -> EncodeSpecs:
             f"{prefix}{TARGET}",
             _feature_keys(edge_set.features, where, prefix),
         )
-    return EncodeSpecs(node_sets, edge_sets)
+    return EncodeSpecs(node_sets, edge_sets, seed_time)
 
 
 # --------------------------------------------------------------------------- decode

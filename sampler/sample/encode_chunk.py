@@ -271,6 +271,13 @@ def _entries(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[_Entry]:
             raise ValueError(f"subgraph: seed_id and sample_id must be bytes ({e})") from None
         entry.source = ("ragged", data, _offsets(lengths), _NO_ROWS, 0, np.arange(n + 1))
         entries.append(entry)
+    if specs.seed_time is not None:
+        if chunk.seed_times is None:
+            raise ValueError("chunk: the schema has context/seed_time but the chunk no seed times")
+        entry = _Entry(specs.seed_time.key, specs.seed_time.spec.kind)
+        bounds = np.arange(n + 1, dtype=np.int64)
+        entry.source = _feature_source(chunk.seed_times, None, specs.seed_time, bounds, "context")
+        entries.append(entry)
     unknown = chunk.node_rows.keys() - specs.node_sets.keys()
     unknown |= chunk.edge_rows.keys() - specs.edge_sets.keys()
     if unknown:

@@ -19,6 +19,7 @@ from sampler.io import graph_tables
 from sampler.io.read_common import BadRecord
 from sampler.memory import release_free_memory
 from sampler.node_table import NodeTable, build_node_table
+from sampler.sample import temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.dense import (  # noqa: F401 - densify: callers use in_memory.densify
     DenseGraph,
@@ -246,7 +247,7 @@ class NodeSeedSampling:
     seeds_type = Seeds
 
     def output_schema(self, schema, plan: SamplingPlan):
-        return schema
+        return temporal.output_schema(schema, plan.seed_time)
 
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_in_memory(graph, plan, dense, seeds, randomness, counters, chunk_size)

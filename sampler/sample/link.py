@@ -50,7 +50,7 @@ import numpy as np
 from sampler import ids
 from sampler.arrays import expand_ranges
 from sampler.batches import NodeBatch, bytes_array
-from sampler.sample import dense
+from sampler.sample import dense, temporal
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.dense import DenseGraph
 from sampler.sample.plan import NODE, SamplingPlan
@@ -155,6 +155,15 @@ def has_edge(adj, src_rows: np.ndarray, dst_rows: np.ndarray) -> np.ndarray:
 
 def in_sorted_ranges(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Whether values[i] is in targets[lo[i]:end[i]], each range sorted ascending."""
+    lo = lower_bounds(targets, lo, end, values)
+    ok = lo < end
+    out = np.zeros(len(values), bool)
+    out[ok] = targets[lo[ok]] == values[ok]
+    return out
+
+
+def lower_bounds(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The first position of targets[lo[i]:end[i]] (sorted ascending) not below values[i]."""
     lo = lo.copy()
     hi = end.copy()
     while True:
@@ -165,10 +174,25 @@ def in_sorted_ranges(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarra
         right = active & (targets[np.minimum(mid, len(targets) - 1)] < values)
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
-    ok = lo < end
-    out = np.zeros(len(values), bool)
-    out[ok] = targets[lo[ok]] == values[ok]
-    return out
+    return lo
+
+
+def link_seed_times(dg, plan, src_rows, dst_rows, occurrence) -> tuple[np.ndarray, np.ndarray]:
+    """(time, found) of each link seed: the time of its edge, the occurrence-th of the
+    parallel edges source -> target in canonical order (the last when the seeds repeat a pair
+    more often than it has edges); not found when the pair is no edge of the seed edge set."""
+    adj = dg.adjacency[plan.link.edge_set]
+    lo = adj.starts[src_rows]
+    end = lo + adj.degrees[src_rows]
+    first = lower_bounds(adj.targets, lo, end, dst_rows)
+    found = first < end
+    found[found] = adj.targets[first[found]] == dst_rows[found]
+    last = lower_bounds(adj.targets, first, end, dst_rows + 1) - 1
+    pos = np.minimum(first + occurrence, last)[found]
+    times = np.asarray(adj.features[plan.seed_time.feature])
+    out = np.zeros(len(src_rows), times.dtype)
+    out[found] = times[pos]
+    return out, found
 
 
 def seed_edge_orientations(graph: GraphInfo, plan: SamplingPlan) -> dict[str, tuple[bool, bool]]:
@@ -266,6 +290,13 @@ def sample_link_chunk_columns(
     counters["seeds_not_in_node_set"] += int((~found).sum())
     keep = np.flatnonzero(found)
     seeds, src_rows, dst_rows = seeds.take(keep), src_rows[keep], dst_rows[keep]
+    seed_time = None
+    if plan.seed_time is not None:  # temporal: only seeds that are edges have a time
+        seed_time, timed = link_seed_times(dg, plan, src_rows, dst_rows, seeds.occurrence)
+        counters["seeds_without_time"] += int((~timed).sum())
+        keep = np.flatnonzero(timed)
+        seeds, src_rows, dst_rows = seeds.take(keep), src_rows[keep], dst_rows[keep]
+        seed_time = seed_time[keep]
     positive_ids = [
         pair + (b":" + str(k).encode() if k else b"")
         for pair, k in zip(
@@ -276,6 +307,10 @@ def sample_link_chunk_columns(
         plan, dg, seeds, src_rows, dst_rows, negatives, randomness, counters
     )
     n = len(keys)
+    times = None
+    if seed_time is not None:  # a negative's seed time is its positive's
+        seed_time = np.concatenate([seed_time, np.repeat(seed_time, max(negatives, 0))])
+        times = (seed_time, plan.seed_time.kind)
     repeats = np.repeat(np.arange(len(positive_ids)), max(negatives, 0)).tolist()
     sample_ids = bytes_array(
         positive_ids
@@ -294,7 +329,7 @@ def sample_link_chunk_columns(
         parts = []
         for name in op.inputs:
             parts.extend(seed_parts[op.source] if name == plan.seed_op else [produced[name]])
-        step = dense.sample_op(dg, op, parts, keys, randomness)
+        step = dense.sample_op(dg, op, parts, keys, randomness, times)
         step = _without_seed_edges(step, exclusions, op.edge_set)
         picked[op.edge_set].append(step)
         produced[op.name] = step.targets()
@@ -325,7 +360,7 @@ def sample_link_chunk_columns(
     node_rows[READOUT] = NodeRowsOfChunk(
         NodeBatch(keys, sample_ids, {LABEL: labels}), None, one_each
     )
-    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows)
+    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows, seed_time)
 
 
 def escape_id(node_id: bytes) -> bytes:
@@ -364,7 +399,7 @@ class LinkSampling:
     seeds_type: typing.ClassVar = LinkSeeds
 
     def output_schema(self, schema, plan: SamplingPlan):
-        return link_output_schema(schema, plan)
+        return temporal.output_schema(link_output_schema(schema, plan), plan.seed_time)
 
     def sample_chunks(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         """`sample` as SubgraphChunks (for sampler.sample.encode_chunk), LINK_CHUNK seed edges

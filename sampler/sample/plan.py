@@ -13,6 +13,8 @@ import numpy as np
 from sampler import ids
 from sampler.errors import UserError
 from sampler.protos import sampling_spec_pb2
+from sampler.sample import temporal
+from sampler.sample.temporal import SeedTime, TemporalRule
 from sampler.schema import GraphInfo, parse_pbtxt
 
 RANDOM_UNIFORM = "RANDOM_UNIFORM"
@@ -38,6 +40,7 @@ class Op:
     sample_size: int
     strategy: str
     key: np.uint64  # fingerprint of the op name: part of every random draw
+    temporal: TemporalRule | None = None  # a time-respecting op (sampler.sample.temporal)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +59,7 @@ class SamplingPlan:
     ops: tuple[Op, ...]  # in a valid execution order
     aggregation: str  # EDGE or NODE
     link: LinkSeed | None = None  # set for a symmetric_link_seed_op
+    seed_time: SeedTime | None = None  # set for a temporal spec
 
     def output_set(self, op_name: str) -> str:
         """The node set an op's sampled nodes belong to."""
@@ -64,7 +68,11 @@ class SamplingPlan:
         return next(op.target for op in self.ops if op.name == op_name)
 
     def weighted_edge_sets(self) -> set[str]:
-        return {op.edge_set for op in self.ops if op.strategy != RANDOM_UNIFORM}
+        return {
+            op.edge_set
+            for op in self.ops
+            if op.strategy != RANDOM_UNIFORM and not (op.temporal and op.temporal.most_recent)
+        }
 
 
 def load_sampling_spec(path: str) -> sampling_spec_pb2.SamplingSpec:
@@ -118,6 +126,7 @@ def make_plan(
         seed_op, seed_set = seed.op_name, seed.node_set_name
         produces = {seed_op: (seed_set,)}
     ops = []
+    kinds = []  # (field, time kind) of each temporal op
     for i, op in enumerate(spec.sampling_ops):
         where = f"sampling_spec: sampling_ops[{i}] '{op.op_name}'"
         if not op.op_name:
@@ -142,7 +151,11 @@ def make_plan(
         if op.strategy not in STRATEGIES:
             raise UserError(f"{where}: strategy {op.strategy} is not supported")
         strategy = STRATEGIES[op.strategy]
-        if strategy != RANDOM_UNIFORM:
+        rule = None
+        if temporal.has(op, "temporal"):
+            rule, kind = temporal.op_rule(graph, op, edge_set, where, link is not None)
+            kinds.append((f"sampling_ops[{i}] '{op.op_name}' temporal", kind))
+        if strategy != RANDOM_UNIFORM and not (rule and rule.most_recent):
             weight = edge_set.features.get(WEIGHT_FEATURE)
             unset = "" if op.HasField("strategy") else " (the default when strategy is unset)"
             if weight is None or weight.kind == "bytes" or weight.width != 1:
@@ -160,10 +173,18 @@ def make_plan(
                 sample_size=int(op.sample_size),
                 strategy=strategy,
                 key=ids.fingerprint_one(op.op_name),
+                temporal=rule,
             )
         )
         produces[op.op_name] = (edge_set.target,)
-    return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link)
+    link_set = link.edge_set if link is not None else None
+    seed_time = temporal.seed_time(graph, spec, seed_set, kinds, link_set)
+    if seed_time is not None and aggregation == NODE:
+        raise UserError(
+            "--edge_aggregation_method node keeps every edge among the sampled nodes, of every"
+            " time: a temporal spec (temporal_seed) needs --edge_aggregation_method edge"
+        )
+    return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link, seed_time)
 
 
 def _set_names(names) -> str:

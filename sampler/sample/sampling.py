@@ -15,6 +15,7 @@ import numpy as np
 from sampler.arrays import expand_ranges
 from sampler.batches import SampledEdges, SampleNodes, take_features
 from sampler.jit_loader import kernels
+from sampler.sample import temporal_dense
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.randomness import Randomness
 
@@ -52,6 +53,45 @@ def sample_frontier(
         edge_key=adjacency.edge_keys[positions],
         features=take_features(adjacency.features, positions),
     )
+
+
+def sample_frontier_temporal(
+    adjacency: Adjacency,
+    frontier: SampleNodes,
+    seed_time: np.ndarray,
+    *,
+    op,
+    kind: str,
+    randomness: Randomness,
+) -> SampledEdges:
+    """`sample_frontier` of a temporal op (without node times): each frontier row picks
+    among its out-edges eligible at `seed_time` (one per row), as the dense sampler does
+    (sampler.sample.temporal_dense), with the same streams."""
+    start, degree = adjacency.lookup(frontier.node)
+    live = np.flatnonzero(degree > 0)
+    sample, node = frontier.sample[live], frontier.node[live]
+    rows = np.arange(len(live), dtype=np.int64)
+    graph = (start[live], degree[live], adjacency.targets.view(np.int64), node)
+    bounds, positions, _ = temporal_dense.picks(
+        op, (rows, rows.copy()), graph, adjacency, None, sample, randomness, seed_time[live], kind
+    )
+    rows = np.repeat(rows, np.diff(bounds))
+    return SampledEdges(
+        sample=sample[rows],
+        src=node[rows],
+        dst=adjacency.targets[positions],
+        edge_key=adjacency.edge_keys[positions],
+        features=take_features(adjacency.features, positions),
+        time=seed_time[live][rows],
+    )
+
+
+def with_seed_times(edges: SampledEdges, frontier: SampleNodes) -> SampledEdges:
+    """`edges` sampled from `frontier` (sorted by sample, as `unique` leaves it), each with
+    the seed time of its sample: how an untimed op of a temporal spec passes it on."""
+    at = np.searchsorted(frontier.sample, edges.sample)
+    edges.time = frontier.time[at]
+    return edges
 
 
 def all_out_edges(adjacency: Adjacency, frontier: SampleNodes) -> SampledEdges:

@@ -39,6 +39,7 @@ class Subgraph:
     seed_id: bytes
     node_sets: dict[str, NodeSetRows]
     edge_sets: dict[str, EdgeSetRows]
+    seed_time: typing.Any = None  # the seed's time (int or float) of a temporal spec
 
 
 @dataclasses.dataclass
@@ -68,6 +69,7 @@ class SubgraphChunk:
     seed_ids: np.ndarray  # object array of bytes
     node_rows: dict[str, NodeRowsOfChunk]
     edge_rows: dict[str, tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]]
+    seed_times: np.ndarray | None = None  # one per sample, for a temporal spec
 
     def __len__(self) -> int:
         return len(self.sample_ids)
@@ -76,7 +78,12 @@ class SubgraphChunk:
         """One Subgraph per sample (counted as `subgraphs` in `counters`)."""
         node_rows = {name: (part.rows(), part.bounds) for name, part in self.node_rows.items()}
         yield from slice_subgraphs(
-            self.sample_ids, self.seed_ids, node_rows, self.edge_rows, counters
+            self.sample_ids,
+            self.seed_ids,
+            node_rows,
+            self.edge_rows,
+            counters,
+            seed_times=self.seed_times,
         )
 
 
@@ -87,6 +94,7 @@ def slice_subgraphs(
     edge_rows: dict,
     counters,
     keep: np.ndarray | None = None,
+    seed_times: np.ndarray | None = None,
 ):
     """Cuts per-sample rows, grouped by sample, into one Subgraph per sample.
 
@@ -111,7 +119,8 @@ def slice_subgraphs(
                 adj[0, lo:hi], adj[1, lo:hi], {f: col[lo:hi] for f, col in features.items()}
             )
         counters["subgraphs"] += 1
-        yield Subgraph(sample_ids[i], seed_ids[i], node_sets, edge_sets)
+        seed_time = None if seed_times is None else seed_times[i]
+        yield Subgraph(sample_ids[i], seed_ids[i], node_sets, edge_sets, seed_time)
 
 
 def chunk_of(subgraphs: list[Subgraph]) -> SubgraphChunk:
@@ -144,4 +153,7 @@ def chunk_of(subgraphs: list[Subgraph]) -> SubgraphChunk:
         edge_rows[name] = (index, joined(given, "features"), offsets(counts))
     sample_ids = np.array([s.sample_id for s in subgraphs] or [], dtype=object)
     seed_ids = np.array([s.seed_id for s in subgraphs] or [], dtype=object)
-    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows)
+    seed_times = None
+    if subgraphs and subgraphs[0].seed_time is not None:
+        seed_times = np.array([s.seed_time for s in subgraphs])
+    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows, seed_times)

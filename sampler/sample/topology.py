@@ -22,9 +22,11 @@ from sampler.node_table import NodeTable
 from sampler.sample.subgraph import NodeSetRows, Subgraph
 
 
-def without_features(table: NodeTable) -> NodeTable:
-    """The table's topology: fingerprints and ids, no feature columns."""
-    return NodeTable(NodeBatch(table.rows.fp, table.rows.ids, {}), table.duplicates)
+def without_features(table: NodeTable, keep: tuple[str, ...] = ()) -> NodeTable:
+    """The table's topology: fingerprints and ids, no feature columns but those in `keep`
+    (a temporal spec's time features, which sampling reads)."""
+    features = {name: table.rows.features[name] for name in keep}
+    return NodeTable(NodeBatch(table.rows.fp, table.rows.ids, features), table.duplicates)
 
 
 def _fps(node_ids: np.ndarray) -> np.ndarray:

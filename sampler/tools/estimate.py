@@ -270,13 +270,15 @@ def calibrate(
     """The estimate from a probe (`sampler.tools.probe.ProbeResult`), adjusted by the degree model.
 
     Sizes are the probe's means, corrected with the level-1 fan-out whose exact mean the
-    degree statistics give when seeds are the whole seed set (`_adjusted`). Bytes are the
+    degree statistics give when seeds are the whole seed set (`_adjusted`; not for a temporal
+    spec, whose degrees count edges of every time). Bytes are the
     mean exact tf.Example size of the probe's subgraphs.
     """
     from sampler.tools.probe import op_levels
 
     x = x_mean = None
-    if uniform_seeds and plan.ops:
+    timed = plan.seed_time is not None  # degrees count edges of every time: no adjustment
+    if uniform_seeds and plan.ops and not timed:
         first = [op.name for op in op_levels(plan)[0]]
         x = sum(probe.op_edges[name] for name in first).astype(np.float64)
         x_mean = sum(op.edges for op in model.ops if op.name in first)
@@ -302,6 +304,8 @@ def calibrate(
     set_bytes = {key: _adjusted(np.array(v), x, x_mean) for key, v in per_set.items()}
     record = _adjusted(np.array(records), x, x_mean)
     method = f"probe of {len(probe)} seeds, adjusted by degree statistics"
+    if timed:
+        method = f"probe of {len(probe)} seeds sampled by time (the degree model ignores time)"
     return Estimate(
         model.num_seeds, ops, nodes, edges, set_bytes, record, model.aggregation, method
     )

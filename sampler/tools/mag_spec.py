@@ -33,6 +33,20 @@ def mag_sampling_spec(seed_set: str = "paper") -> sampling_spec_pb2.SamplingSpec
     return spec
 
 
+def temporal_mag_sampling_spec(window: int | None = None) -> sampling_spec_pb2.SamplingSpec:
+    """`mag_sampling_spec` sampled by time, for a graph generated with `edge_years`: each seed
+    paper's `year` is its time; `cites`, `written` and `writes` keep only edges whose `year` is
+    at or before it (and, with `window`, not more than `window` years before)."""
+    spec = mag_sampling_spec()
+    spec.temporal_seed.node_time_feature = "year"
+    for op in spec.sampling_ops:
+        if op.edge_set_name in ("cites", "written", "writes"):
+            op.temporal.edge_time_feature = "year"
+            if window is not None:
+                op.temporal.window = window
+    return spec
+
+
 def write_sampling_spec(spec: sampling_spec_pb2.SamplingSpec, path: str) -> str:
     """Writes `spec` as text_format to `path`; returns path."""
     files.write_text(path, text_format.MessageToString(spec))

@@ -24,11 +24,11 @@ import numpy as np
 from sampler import ids
 from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
 from sampler.io import graph_tables
-from sampler.sample import link
+from sampler.sample import link, temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency, make_seeds
 from sampler.sample.plan import NODE, WEIGHT_FEATURE, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import all_out_edges, sample_frontier
+from sampler.sample.sampling import all_out_edges, sample_frontier, sample_frontier_temporal
 from sampler.schema import GraphInfo
 
 
@@ -62,8 +62,11 @@ def _out_edges(
     wanted: dict[str, np.ndarray],
     weighted: set[str],
     progress: Callable[[str, int], None],
+    times: dict[str, str] | None = None,
 ) -> dict[str, Adjacency]:
-    """Adjacency of every edge set in `wanted`, restricted to the wanted source nodes."""
+    """Adjacency of every edge set in `wanted`, restricted to the wanted source nodes, with
+    the weights of `weighted` sets and the time feature `times` names (edge set -> feature)."""
+    times = times or {}
     parts: dict[str, list[EdgeBatch]] = collections.defaultdict(list)
     for pattern in sorted({graph.edge_sets[name].filename for name in wanted}):
         users = [n for n in wanted if graph.edge_sets[n].filename == pattern]
@@ -72,6 +75,8 @@ def _out_edges(
             info = graph.edge_sets[name]
             if name in weighted:
                 specs[WEIGHT_FEATURE] = info.features[WEIGHT_FEATURE]
+            if name in times:
+                specs[times[name]] = info.features[times[name]]
         rows = 0
         columns = ("#source", "#target", *specs)
         for path, fmt in graph_tables.table_files(pattern, columns, f"edge set '{users[0]}'"):
@@ -81,6 +86,7 @@ def _out_edges(
                 rows += len(batch)
                 progress(graph_tables.display(pattern), rows)
                 for name in users:
+                    own = _own_features(graph, name, weighted, times)
                     reversed_ = graph.edge_sets[name].reversed
                     src, dst = (batch.dst, batch.src) if reversed_ else (batch.src, batch.dst)
                     nodes = wanted[name]
@@ -89,17 +95,55 @@ def _out_edges(
                     pos = np.minimum(np.searchsorted(nodes, src), len(nodes) - 1)
                     keep = np.flatnonzero(nodes[pos] == src)
                     if len(keep):
-                        feats = {k: v[keep] for k, v in batch.features.items()}
+                        feats = {k: v[keep] for k, v in batch.features.items() if k in own}
                         parts[name].append(EdgeBatch(src[keep], dst[keep], feats))
     out = {}
     for name in wanted:
-        specs = (
-            {WEIGHT_FEATURE: graph.edge_sets[name].features[WEIGHT_FEATURE]}
-            if (name in weighted)
-            else {}
-        )
+        specs = _own_features(graph, name, weighted, times)
         edges = EdgeBatch.concat(parts[name], specs)
         out[name] = build_adjacency(edges, WEIGHT_FEATURE if name in weighted else None)
+    return out
+
+
+def _own_features(graph, name: str, weighted: set[str], times: dict[str, str]) -> dict:
+    """The features the probe reads of edge set `name`: its weight, its time."""
+    features = graph.edge_sets[name].features
+    wanted = [WEIGHT_FEATURE] if name in weighted else []
+    wanted += [times[name]] if name in times else []
+    return {f: features[f] for f in wanted}
+
+
+def seed_times(graph, plan: SamplingPlan, seeds, progress) -> np.ndarray | None:
+    """The seed time of each probe seed (the seed node's time feature, read in one pass over
+    the seed node set's table); a seed not in its table gets the lowest time."""
+    if plan.seed_time is None:
+        return None
+    name, feature = plan.seed_set, plan.seed_time.feature
+    info = graph.node_sets[name]
+    specs = {feature: info.features[feature]}
+    wanted = np.unique(seeds.node)
+    fps, values, rows = [], [], 0
+    for path, fmt in graph_tables.table_files(
+        info.filename, ("#id", feature), f"node set '{name}'"
+    ):
+        reader = dataclasses.replace(info, features=specs)
+        for batch in graph_tables.read_node_file(path, fmt, reader):
+            rows += len(batch)
+            progress(graph_tables.display(info.filename), rows)
+            pos = np.minimum(np.searchsorted(wanted, batch.fp), len(wanted) - 1)
+            keep = np.flatnonzero(wanted[pos] == batch.fp)
+            fps.append(batch.fp[keep])
+            values.append(np.asarray(batch.features[feature])[keep])
+    dtype = temporal.BOUND_DTYPE[plan.seed_time.kind]
+    lowest = np.iinfo(np.int64).min if dtype == np.int64 else -np.inf
+    out = np.full(len(seeds), lowest, dtype)
+    if fps:
+        fp, value = np.concatenate(fps), np.concatenate(values)
+        order = np.argsort(fp, kind="stable")
+        fp, value = fp[order], value[order]
+        pos = np.minimum(np.searchsorted(fp, seeds.node), max(len(fp) - 1, 0))
+        found = fp[pos] == seeds.node if len(fp) else np.zeros(len(seeds), bool)
+        out[found] = value[pos[found]]
     return out
 
 
@@ -120,7 +164,8 @@ def run_probe(
     """Samples the subgraphs of `seed_ids` (object array of bytes) and returns their sizes."""
     seeds = make_seeds(seed_ids)
     nodes = {plan.seed_set: SampleNodes(seeds.sample, seeds.node)}
-    return _probe(graph, plan, seeds.sample, seeds.sample_id, nodes, seed, progress)
+    times = seed_times(graph, plan, seeds, progress or (lambda table, rows: None))
+    return _probe(graph, plan, seeds.sample, seeds.sample_id, nodes, seed, progress, None, times)
 
 
 def run_link_probe(
@@ -196,13 +241,16 @@ def mixed(positives: ProbeResult, negatives: ProbeResult, k: int) -> ProbeResult
     return ProbeResult(sample_ids, *(cat(a) for a in ("nodes", "edges", "op_frontier", "op_edges")))
 
 
-def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=None):
+def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=None, times=None):
     """Samples from `seed_nodes` (node set -> the seed op's (sample, node)) level by level;
-    `excluded(edge set, sample, source, target)` marks edges to drop (link seeds)."""
+    `excluded(edge set, sample, source, target)` marks edges to drop (link seeds); `times`:
+    each seed's time (in the order of `keys`), for temporal ops."""
     report = progress or (lambda table, rows: None)
     order = np.argsort(keys)
     keys = keys[order]
+    times = None if times is None else times[order]
     count = len(keys)
+    time_features = {op.edge_set: op.temporal.edge_time for op in plan.ops if op.temporal}
 
     def per_sample(sample: np.ndarray) -> np.ndarray:
         if not len(sample):
@@ -224,16 +272,27 @@ def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=N
         for op in level:
             wanted[op.edge_set].append(frontiers[op.name].node)
         wanted = {name: np.unique(np.concatenate(v)) for name, v in wanted.items()}
-        adjacency = _out_edges(graph, wanted, weighted, report)
+        adjacency = _out_edges(graph, wanted, weighted, report, time_features)
         for op in level:
-            edges = sample_frontier(
-                adjacency[op.edge_set],
-                frontiers[op.name],
-                sample_size=op.sample_size,
-                strategy=op.strategy,
-                op_key=op.key,
-                randomness=Randomness(seed),
-            )
+            frontier = frontiers[op.name]
+            if op.temporal is not None:
+                edges = sample_frontier_temporal(
+                    adjacency[op.edge_set],
+                    frontier,
+                    times[np.searchsorted(keys, frontier.sample)],
+                    op=op,
+                    kind=plan.seed_time.kind,
+                    randomness=Randomness(seed),
+                )
+            else:
+                edges = sample_frontier(
+                    adjacency[op.edge_set],
+                    frontier,
+                    sample_size=op.sample_size,
+                    strategy=op.strategy,
+                    op_key=op.key,
+                    randomness=Randomness(seed),
+                )
             if excluded is not None:
                 edges = edges.take(~excluded(op.edge_set, edges.sample, edges.src, edges.dst))
             produced[op.name] = SampleNodes(edges.sample, edges.dst)

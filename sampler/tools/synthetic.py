@@ -54,6 +54,9 @@ from sampler.features import FeatureSpec, feature_specs
 from sampler.io import files
 from sampler.protos import graph_schema_pb2, tensor_pb2
 from sampler.tools.mag_spec import mag_sampling_spec as mag_sampling_spec  # re-exported
+from sampler.tools.mag_spec import (  # re-exported
+    temporal_mag_sampling_spec as temporal_mag_sampling_spec,
+)
 from sampler.tools.mag_spec import write_sampling_spec as write_sampling_spec  # re-exported
 
 # Real ogbn-mag counts, the source of every proportion below.
@@ -168,7 +171,7 @@ def node_ids(node_set: str, n: int) -> pa.Array:
 
 
 def _schema(
-    feature_dim: int, all_node_features: bool, edge_weights: bool
+    feature_dim: int, all_node_features: bool, edge_weights: bool, edge_years: bool = False
 ) -> graph_schema_pb2.GraphSchema:
     schema = graph_schema_pb2.GraphSchema()
 
@@ -201,6 +204,8 @@ def _schema(
             extra.value = "reversed"
     if edge_weights:
         add(schema.edge_sets["cites"].features, "weight", tensor_pb2.DT_FLOAT)
+    for name in ("cites", "writes", "written") if edge_years else ():
+        add(schema.edge_sets[name].features, "year", tensor_pb2.DT_INT64)
     return schema
 
 
@@ -338,12 +343,15 @@ def generate_mag(
     num_clusters: int | None = None,
     intra_cluster: float = 0.9,
     num_labels: int = MAG_NUM_LABELS,
+    edge_years: bool = False,
 ) -> SyntheticGraph:
     """Generates an OGBN-MAG-shaped graph; the result depends only on the arguments.
 
     hub_fraction: paper p0 becomes a hub cited by round(hub_fraction * num_papers)
       other papers (chosen uniformly), on top of its ordinary citations.
     edge_weights: `cites` gets a scalar float32 `weight` in (0, 1].
+    edge_years: `cites`, `writes` and `written` get an int64 `year`, the year of their paper
+      end (of the cited paper for `cites`): the times of temporal sampling.
     num_clusters: communities (default `default_num_clusters`); intra_cluster is the
       fraction of drawn edges that stay inside their cluster.
     """
@@ -352,7 +360,7 @@ def generate_mag(
     counts = node_counts(num_papers)
     if num_clusters is None:
         num_clusters = default_num_clusters(num_papers)
-    schema = _schema(feature_dim, all_node_features, edge_weights)
+    schema = _schema(feature_dim, all_node_features, edge_weights, edge_years)
     for name, count in counts.items():
         schema.node_sets[name].metadata.cardinality = count
 
@@ -417,6 +425,8 @@ def generate_mag(
         if "weight" in specs:
             rng = _rng(seed, "weights")
             columns["weight"] = pa.array((1.0 - rng.random(len(src))).astype(np.float32))
+        if "year" in specs:  # the paper end's year: the target of `cites` and `writes`
+            columns["year"] = pa.array(year[tgt])
         id_columns = {
             "#source": ids[source].take(pa.array(src)),
             "#target": ids[target].take(pa.array(tgt)),

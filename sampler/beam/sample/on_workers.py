@@ -194,8 +194,8 @@ class SampleOnWorkers(beam.PTransform):
         return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
 
 
-def _strip(table):
-    return without_features(table)
+def _strip(table, keep: tuple[str, ...] = ()):
+    return without_features(table, keep)
 
 
 def sample_buckets(
@@ -207,10 +207,12 @@ def sample_buckets(
     tag: str,
     topology: bool = False,
     tags: tuple[str, ...] | None = None,
+    keep: dict[str, tuple[str, ...]] | None = None,
 ):
     """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts).
 
-    With `topology`, the node tables reach the workers without their feature columns; with
+    With `topology`, the node tables reach the workers without their feature columns (but
+    the columns `keep` names per node set: a temporal spec's times); with
     `tags`, fn's tagged outputs come back too (main output `subgraphs`).
     """
     seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
@@ -221,7 +223,7 @@ def sample_buckets(
     for name in graph.node_sets:
         values = tables[name] | f"TableValues/{name}" >> beam.Values()
         if topology:
-            values = values | f"Topology/{name}" >> beam.Map(_strip)
+            values = values | f"Topology/{name}" >> beam.Map(_strip, (keep or {}).get(name, ()))
         side.append(beam.pvalue.AsIter(values))
     pardo = beam.ParDo(fn, *side)
     _ = (

@@ -28,12 +28,18 @@ from sampler import shards
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
 from sampler.memory import release_free_memory
+from sampler.sample import temporal
 from sampler.sample.assemble import assemble_chunks, lookup_rows
 from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import all_out_edges, sample_frontier
+from sampler.sample.sampling import (
+    all_out_edges,
+    sample_frontier,
+    sample_frontier_temporal,
+    with_seed_times,
+)
 from sampler.schema import GraphInfo
 
 NAMESPACE = "sampler"
@@ -203,19 +209,41 @@ class SharedNodeRows:
         return SampleNodeRows(self.sample, self.rows.take(self.inverse))
 
 
+class _SeedTimes(beam.DoFn):
+    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): each seed's time is its
+    node's time feature; a seed not in the table has none and is not sampled (the assembly
+    counts it in seeds_not_in_node_set)."""
+
+    def __init__(self, feature: str):
+        self._feature = feature
+
+    def process(self, shard_groups):
+        shard, groups = shard_groups
+        seeds = list(groups["seeds"])
+        table = _one(groups["table"], "node table")
+        if not seeds or table is None:
+            return
+        seeds = Seeds.concat(seeds)
+        rows, found = table.lookup(seeds.node)
+        times = np.asarray(table.rows.features[self._feature])[rows[found]]
+        yield shard, SampleNodes(seeds.sample[found], seeds.node[found], times)
+
+
 @beam.typehints.with_output_types(SampledEdges)
 class SampleOp(beam.PTransform):
     """One sampling op: OpInputs (frontier parts x adjacency) -> SampledEdges (unkeyed)."""
 
-    def __init__(self, op: Op, randomness: Randomness):
+    def __init__(self, op: Op, randomness: Randomness, kind: str | None = None):
         super().__init__()
         self._op = op
         self._randomness = randomness
+        self._kind = kind  # the time kind of a temporal spec
 
     class _Sample(beam.DoFn):
-        def __init__(self, op: Op, randomness: Randomness):
+        def __init__(self, op: Op, randomness: Randomness, kind: str | None):
             self._op = op
             self._randomness = randomness
+            self._kind = kind
             self._frontier = Metrics.distribution(NAMESPACE, f"frontier_rows/{op.name}")
             self._sampled = Metrics.counter(NAMESPACE, f"sampled_edges/{op.name}")
 
@@ -227,14 +255,26 @@ class SampleOp(beam.PTransform):
                 return
             self._frontier.update(len(frontier))
             op = self._op
-            edges = sample_frontier(
-                adjacency,
-                frontier,
-                sample_size=op.sample_size,
-                strategy=op.strategy,
-                op_key=op.key,
-                randomness=self._randomness,
-            )
+            if op.temporal is not None:
+                edges = sample_frontier_temporal(
+                    adjacency,
+                    frontier,
+                    frontier.time,
+                    op=op,
+                    kind=self._kind,
+                    randomness=self._randomness,
+                )
+            else:
+                edges = sample_frontier(
+                    adjacency,
+                    frontier,
+                    sample_size=op.sample_size,
+                    strategy=op.strategy,
+                    op_key=op.key,
+                    randomness=self._randomness,
+                )
+                if frontier.time is not None:
+                    edges = with_seed_times(edges, frontier)
             self._sampled.inc(len(edges))
             if len(edges):
                 yield edges
@@ -244,7 +284,7 @@ class SampleOp(beam.PTransform):
         return (
             {"frontier": frontier, "adjacency": inputs.adjacency}
             | "Join" >> beam.CoGroupByKey()
-            | "Sample" >> beam.ParDo(self._Sample(self._op, self._randomness))
+            | "Sample" >> beam.ParDo(self._Sample(self._op, self._randomness, self._kind))
         )
 
 
@@ -322,7 +362,9 @@ class AssembleExamples(beam.PTransform):
             self._sizes = SizeCounters()
 
         def setup(self):
-            self._specs = encode_specs(self._graph.schema)
+            self._specs = encode_specs(
+                temporal.output_schema(self._graph.schema, self._plan.seed_time)
+            )
 
         def process(self, bucket_pieces):
             bucket, pieces = bucket_pieces
@@ -331,6 +373,8 @@ class AssembleExamples(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
             chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
+            if self._plan.seed_time is not None:
+                chunks = (temporal.with_chunk_seed_times(c, self._plan) for c in chunks)
             yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
             del seeds, nodes, edges, chunks
@@ -368,18 +412,26 @@ class SampleSubgraphs(beam.PTransform):
     def expand(self, inputs: SamplingInputs):
         seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
         graph, plan, buckets = self._graph, self._plan, self._num_buckets
-        produced = {
-            plan.seed_op: seeds
-            | "SeedNodes" >> beam.MapTuple(lambda s, b: (s, SampleNodes(b.sample, b.node)))
-        }
+        if plan.seed_time is None:
+            seed_nodes = seeds | "SeedNodes" >> beam.MapTuple(
+                lambda s, b: (s, SampleNodes(b.sample, b.node))
+            )
+        else:  # each seed's time, from its node's row on its shard
+            seed_nodes = (
+                {"seeds": seeds, "table": tables[plan.seed_set]}
+                | "SeedTimes/Join" >> beam.CoGroupByKey()
+                | "SeedTimes" >> beam.ParDo(_SeedTimes(plan.seed_time.feature))
+            )
+        kind = None if plan.seed_time is None else plan.seed_time.kind
+        produced = {plan.seed_op: seed_nodes}
         sampled = collections.defaultdict(list)
         for op in plan.ops:
             frontier = OpInputs(tuple(produced[name] for name in op.inputs), adjacency[op.edge_set])
-            edges = frontier | f"Op/{op.name}" >> SampleOp(op, self._randomness)
+            edges = frontier | f"Op/{op.name}" >> SampleOp(op, self._randomness, kind)
             sampled[op.edge_set].append(edges)
             produced[op.name] = (
                 edges
-                | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst))
+                | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst, e.time))
                 | f"TargetsByShard/{op.name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
             )
         pieces = [

@@ -36,6 +36,7 @@ from sampler.beam.sample.sharded import (
     count_received,
 )
 from sampler.errors import UserError
+from sampler.sample import temporal
 from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.in_memory import NodeSeedSampling
@@ -188,8 +189,9 @@ class SampleTopologyOnWorkers(beam.PTransform):
             num_shards=self._num_shards,
             kernel=self._kernel,
         )
+        keep = temporal.time_features(self._plan)
         sampled = sample_buckets(
-            graph, inputs, fn, self._num_buckets, handle, tag, topology=True, tags=tuple(sets)
+            graph, inputs, fn, self._num_buckets, handle, tag, True, tuple(sets), keep
         )
         pack = beam.MapTuple(_packed(SUBGRAPHS)).with_output_types(Part)
         pieces = [sampled[SUBGRAPHS] | "TagSubgraphs" >> pack]
