@@ -111,3 +111,29 @@ def test_a_swallowed_interrupt_still_ends_the_run_and_removes_its_output(tmp_pat
     assert len(lines) == 3, err
     assert not (tmp_path / "out" / "part-0").exists()
     assert took < 30, took  # 2 x STUCK_S (1 s here) and the clean-up, far from a hang
+
+
+def test_a_signal_in_a_finalizer_ends_the_run_in_one_line(tmp_path):
+    """A signal that lands while a finalizer runs (an llvmlite object's __del__, freed by the
+    garbage collector anywhere in a run): Python cannot raise the handler's KeyboardInterrupt
+    there, prints it as "Exception ignored in" with a traceback and drops it. The run still
+    ends in its one line, at once (STUCK_S is 600 s here: no help from the watcher), and
+    nothing else."""
+    body = """
+    interrupts.STUCK_S = 600.0
+
+    class Finalized:
+        def __del__(self):
+            print("ready", flush=True)
+            time.sleep(30)  # the signal comes in here
+
+    def main(argv):
+        Finalized()  # freed at once: its __del__ runs
+        time.sleep(60)  # where the run is when the interrupt is raised again
+
+    sys.exit(runner.run_main(main, []))
+    """
+    code, err, took = run_child(body, tmp_path, sig=signal.SIGTERM)
+    assert code == 143, err
+    assert err.strip() == "error: interrupted (SIGTERM); nothing written", err
+    assert took < 25, took  # not the finalizer's 30 s, nor the body's 60 s

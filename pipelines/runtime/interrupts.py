@@ -81,6 +81,7 @@ class Interrupt:
         self._on_stuck = on_stuck
         self._reraise = False  # the next SIGINT handled is the watcher's (see _check_stuck)
         self._raised_again = False
+        self._swallowed = False  # the handler's exception was dropped in a finalizer
         self._handled_at: float | None = None
         self._pipe: tuple[int, int] | None = None
         self._saved_wakeup_fd = -1
@@ -97,6 +98,8 @@ class Interrupt:
     def __enter__(self):
         self._saved_hook = threading.excepthook
         threading.excepthook = self._thread_error
+        self._saved_unraisable = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         for signum in [*SIGNALS, WAKE]:
             try:
                 handler = self._on_signal if signum in SIGNALS else _woken
@@ -136,6 +139,12 @@ class Interrupt:
                 received = received or any(b in SIGNALS for b in data)
             if self._pipe is None:
                 return
+            if self._swallowed:  # the handler's exception, dropped in a finalizer
+                self._swallowed = False
+                self._reraise = True
+                _thread.interrupt_main(self.signum or signal.SIGINT)
+                with contextlib.suppress(OSError, ValueError):
+                    signal.pthread_kill(main, WAKE)
             # the handler is still to run (a failure's, once raised, is not waited for)
             if received and self.signum is None and (self._failure is None or self._reraise):
                 with contextlib.suppress(OSError, ValueError):
@@ -190,6 +199,20 @@ class Interrupt:
         end_child_processes(signal.SIGTERM)
         raise KeyboardInterrupt
 
+    def _unraisable(self, unraisable) -> None:
+        """The handler's KeyboardInterrupt (or failure) raised inside a finalizer, where Python
+        cannot raise it (a signal that lands in an llvmlite object's __del__): Python would
+        print it as "Exception ignored in" with a traceback, and drop it. It is raised again in
+        the main thread within WAKE_S instead (not from here: raised in this hook, it would be
+        dropped again), with no traceback."""
+        error = unraisable.exc_value
+        if (isinstance(error, KeyboardInterrupt) and self.signum is not None) or (
+            error is not None and error is self._failure
+        ):
+            self._swallowed = True  # the watcher raises it again, from its thread
+            return
+        self._saved_unraisable(unraisable)
+
     def _thread_error(self, args):
         """An error that ends one of the runner's threads (e.g. its worker processes ended by the
         same Ctrl-C) goes to the worker log, not stderr: the main thread reports the run's."""
@@ -202,6 +225,7 @@ class Interrupt:
 
     def __exit__(self, *exc):
         threading.excepthook = self._saved_hook
+        sys.unraisablehook = self._saved_unraisable
         if self._pipe is not None:
             signal.set_wakeup_fd(self._saved_wakeup_fd)
             read_fd, write_fd = self._pipe

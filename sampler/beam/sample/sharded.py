@@ -240,7 +240,7 @@ class SampleOp(beam.PTransform):
         self._kind = kind  # the time kind of a temporal spec
 
     class _Sample(beam.DoFn):
-        def __init__(self, op: Op, randomness: Randomness, kind: str | None):
+        def __init__(self, op: Op, randomness: Randomness, kind: str | None = None):
             self._op = op
             self._randomness = randomness
             self._kind = kind
