@@ -78,6 +78,7 @@ SAMPLE_BOUNDS = {
     "negatives_per_seed": Bound(0, MAX_NEGATIVES),
     "max_bad_records": Bound(0),
     "worker_memory_mb": Bound(positive=True),
+    "sampling_threads": Bound(0, 1024),
     "progress_interval": Bound(0.0),
 }
 ESTIMATE_BOUNDS = {

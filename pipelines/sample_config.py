@@ -107,6 +107,13 @@ def make_parser() -> argparse.ArgumentParser:
         " 0 turns them off.",
     )
     parser.add_argument(
+        "--sampling_threads",
+        type=int,
+        default=0,
+        help="--runner InMemory: threads that sample and encode chunks of seeds side by side"
+        " (0: one per core). The records are the same for any number.",
+    )
+    parser.add_argument(
         "--max_bad_records",
         type=int,
         default=0,
@@ -147,6 +154,7 @@ class SampleConfig:
     graph_placement: str
     worker_memory_mb: float
     progress_interval: float
+    sampling_threads: int
     max_bad_records: int
     overwrite: bool
     strict: str
@@ -163,7 +171,8 @@ def parse_args(argv) -> tuple[SampleConfig, list[str]]:
 RUNNER_RULES = flags.RunnerRules(
     in_memory_ignores=(
         "num_shards", "num_buckets", "graph_placement", "worker_memory_mb"
-    )
+    ),
+    beam_ignores=("sampling_threads",),
 )  # fmt: skip
 
 

@@ -29,10 +29,11 @@ from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.dense import densify, edge_facts
+from sampler.sample.chunk_stream import encoded_chunks, seed_chunks
+from sampler.sample.dense import densify, edge_facts, sample_chunk_columns
 from sampler.sample.encode import encode_specs
-from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.rejected import rejected_seed_lines
+from sampler.threads import cpu_count
 
 IN_MEMORY = "InMemory"
 
@@ -68,13 +69,17 @@ def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> 
             rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
             accounting.write_rejected_seeds_file(rejected, output_dir)
     randomness = in_memory.Randomness(args.seed)
-    chunks = (
+    jobs = (
         (bucket, chunk)
         for bucket, part in by_bucket(seeds, args.num_buckets)
-        for chunk in in_memory.sample_chunks(graph, plan, mem, part, randomness, counters)
+        for chunk in seed_chunks(part, in_memory.seed_order(part), in_memory.CHUNK_SIZE)
     )
+
+    def sample(chunk, chunk_counters):
+        return sample_chunk_columns(graph, plan, mem, chunk, randomness, chunk_counters)
+
     specs = encode_specs(in_memory.NodeSeedSampling().output_schema(graph.schema, plan))
-    _write(args, clock.timed("sample", chunks), specs, counters, clock)
+    _write(args, encoded_chunks(jobs, sample, specs, threads(args)), counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
 
@@ -130,9 +135,15 @@ def by_bucket(seeds, num_buckets: int):
         yield bucket, seeds.take(index)
 
 
-def _write(args, chunks, specs, counters, clock: StageClock) -> None:
-    """Encodes chunk by chunk (encode_chunk) and writes a chunk of bucket b to shard
-    b % shards, as the Beam runner's shards hold them (`by_bucket`).
+def threads(args) -> int:
+    """--sampling_threads, 0: one per core this process may run on."""
+    return args.sampling_threads or cpu_count()
+
+
+def _write(args, chunks, counters, clock: StageClock) -> None:
+    """Writes each encoded chunk (sampler.sample.chunk_stream) of bucket b to shard b % shards,
+    in order, as the Beam runner's shards hold them (`by_bucket`); adds each chunk's counters
+    and stage times (its sampling and encoding threads' CPU, this thread's for writing).
 
     The shards are written in a `.temp-samples-*` folder beside them and renamed to their
     final names once all are complete: a run that is killed (SIGKILL, a power loss) leaves no
@@ -151,16 +162,21 @@ def _write(args, chunks, specs, counters, clock: StageClock) -> None:
     progress = RowProgress("in memory", args.progress_interval)
     failed = True
     try:
-        for bucket, chunk in chunks:
-            index = bucket % len(writers)
-            with clock("encode"):
-                records = encode_chunk(chunk, specs)
-            with clock("write"), _writing(temps[index]):
-                write_records(writers[index], records)
-            counters["subgraphs"] += len(chunk)
+        while True:
+            waited = time.perf_counter()
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            clock.add_parts(chunk.wall, chunk.cpu, time.perf_counter() - waited)
+            index = chunk.key % len(writers)
+            with clock("write", thread_cpu=True), _writing(temps[index]):
+                write_records(writers[index], chunk.records)
+            counters.update(chunk.counters)
+            counters["subgraphs"] += chunk.subgraphs
             progress("subgraphs", counters["subgraphs"])
         failed = False
     finally:
+        chunks.close()  # its threads start no other chunk
         progress.done()
         with clock("write"):
             for path, writer in zip(temps, writers, strict=True):
@@ -207,21 +223,25 @@ def _run_links(
         counters = collections.Counter(seeds_in=len(seeds), **graph_facts(graph, mem), **facts)
         dead.account(counters, output_dir)
     randomness = in_memory.Randomness(args.seed)
-    chunks = (
+    jobs = (
         (bucket, chunk)
         for bucket, part in by_bucket(seeds, args.num_buckets)
-        for chunk in link.sample_link_chunks(
+        for chunk in seed_chunks(part, link.seed_order(part), link.LINK_CHUNK)
+    )
+
+    def sample(chunk, chunk_counters):
+        return link.sample_link_chunk_columns(
             graph,
             plan,
             mem,
-            part,
+            chunk,
             randomness,
-            counters,
+            chunk_counters,
             args.negatives_per_seed,
             args.keep_seed_edges,
         )
-    )
+
     specs = encode_specs(link.LinkSampling().output_schema(graph.schema, plan))
-    _write(args, clock.timed("sample", chunks), specs, counters, clock)
+    _write(args, encoded_chunks(jobs, sample, specs, threads(args)), counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

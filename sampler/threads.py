@@ -7,9 +7,11 @@ single Beam step or `--runner InMemory` would otherwise leave idle.
 
 from __future__ import annotations
 
+import collections
 import os
+import queue
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -57,3 +59,77 @@ def map_threads(fn: Callable[[T], R], items: Sequence[T], threads: int | None = 
         if error is not None:
             raise error
     return results
+
+
+def ordered_map(
+    fn: Callable[[T], R], items: Iterable[T], threads: int, ahead: int | None = None
+) -> Iterator[R]:
+    """fn(item) for each item of `items`, in the order of `items`, computed on `threads`
+    daemon threads: at most `ahead` items (default threads + 1) are taken from `items` before
+    the caller has taken their results, so memory stays bounded by what `ahead` results hold.
+
+    threads <= 1 is the plain loop on the calling thread. A failure of fn is raised where its
+    result would have been yielded (the items before it are yielded first); a caller that
+    stops early (a break, an exception, Ctrl-C) leaves the items not yet started unstarted.
+    """
+    if threads <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    ahead = max(threads, ahead or threads + 1)
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work() -> None:
+        while True:
+            job = todo.get()
+            if job is None:
+                return
+            item, slot = job
+            if not stop.is_set():
+                try:
+                    slot.result = fn(item)
+                except BaseException as e:  # noqa: BLE001 - raised in the caller, in order
+                    slot.error = e
+            slot.done.set()
+
+    pool = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for thread in pool:
+        thread.start()
+    pending: collections.deque[_Slot] = collections.deque()
+    source = iter(items)
+    try:
+        while True:
+            while len(pending) < ahead:
+                item = next(source, _DONE)
+                if item is _DONE:
+                    break
+                slot = _Slot()
+                pending.append(slot)
+                todo.put((item, slot))
+            if not pending:
+                return
+            slot = pending.popleft()
+            slot.done.wait()
+            if slot.error is not None:
+                raise slot.error
+            result, slot.result = slot.result, None
+            yield result
+    finally:
+        stop.set()
+        for _ in pool:
+            todo.put(None)
+
+
+class _Slot:
+    """One item's place in ordered_map's queue: its result or error, once done."""
+
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result = None
+        self.error: BaseException | None = None
+
+
+_DONE = object()

@@ -49,6 +49,25 @@ def test_each_stage_gets_its_own_time():
     assert clock.line() == "stages: first 0.3 CPU-s (2.1 s), made 0.2 CPU-s (1.5 s)"
 
 
+def test_stages_run_on_other_threads_bring_their_cpu_and_share_the_wait():
+    """Sampling and encoding run on threads (sampler.sample.chunk_stream): their CPU is what
+    they measured there; the wall time this thread waited for them is shared in proportion
+    to their walls; writing here counts this thread's CPU, not the process's."""
+    wall, cpu, thread = TickingClock(), TickingClock(), TickingClock()
+    clock = StageClock(wall_clock=wall, cpu_clock=cpu, thread_clock=thread)
+    clock.add_parts({"sample": 3.0, "encode": 1.0}, {"sample": 0.75, "encode": 0.25}, 2.0)
+    clock.add_parts({"sample": 0.0, "encode": 0.0}, {"sample": 0.5, "encode": 0.0}, 0.0)
+    with clock("write", thread_cpu=True):
+        wall.now += 0.5
+        cpu.now += 4.0  # the other threads' CPU meanwhile: not the write's
+        thread.now += 0.125
+    summary = clock.summary()
+    assert list(summary) == ["sample", "encode", "write"]
+    assert summary["sample"] == {"wall_s": 1.5, "cpu_s": 1.25}
+    assert summary["encode"] == {"wall_s": 0.5, "cpu_s": 0.25}
+    assert summary["write"] == {"wall_s": 0.5, "cpu_s": 0.125}
+
+
 def test_in_memory_run_summary_has_every_stage(tmp_path):
     """The six stages in the order they ran, adding up to no more than the run's CPU (a stage
     may take under the half millisecond that run_summary.json rounds to: no stage is asked

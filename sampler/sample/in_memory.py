@@ -21,6 +21,7 @@ from sampler.memory import release_free_memory
 from sampler.node_table import NodeTable, build_node_table
 from sampler.sample import temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency
+from sampler.sample.chunk_stream import seed_chunks
 from sampler.sample.dense import (  # noqa: F401 - densify: callers use in_memory.densify
     DenseGraph,
     dense_adjacency,
@@ -34,6 +35,7 @@ from sampler.schema import GraphInfo
 from sampler.threads import map_threads
 
 InMemoryGraph = DenseGraph
+CHUNK_SIZE = 512  # node seeds sampled and encoded together
 SetOnBad = Callable[[str, BadRecord], None]  # (set name, bad row) of a table read
 
 
@@ -264,7 +266,7 @@ def sample_in_memory(
     seeds: Seeds,
     randomness: Randomness,
     counters: collections.Counter,
-    chunk_size: int = 512,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Iterator[Subgraph]:
     """Samples every seed, `chunk_size` seeds at a time, in sample-id order."""
     for chunk in sample_chunks(graph, plan, mem, seeds, randomness, counters, chunk_size):
@@ -278,11 +280,14 @@ def sample_chunks(
     seeds: Seeds,
     randomness: Randomness,
     counters: collections.Counter,
-    chunk_size: int = 512,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Iterator[SubgraphChunk]:
     """`sample_in_memory` as SubgraphChunks (the same subgraphs in the same order)."""
-    ids_ = seeds.sample_id.tolist()
-    order = np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64)
-    for lo in range(0, len(order), chunk_size):
-        chunk = seeds.take(order[lo : lo + chunk_size])
+    for chunk in seed_chunks(seeds, seed_order(seeds), chunk_size):
         yield sample_chunk_columns(graph, plan, mem, chunk, randomness, counters)
+
+
+def seed_order(seeds: Seeds) -> np.ndarray:
+    """The order in which the seeds are sampled and written: by sample id."""
+    ids_ = seeds.sample_id.tolist()
+    return np.array(sorted(range(len(ids_)), key=ids_.__getitem__), dtype=np.int64)

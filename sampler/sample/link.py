@@ -52,6 +52,7 @@ from sampler.arrays import expand_ranges
 from sampler.batches import NodeBatch, bytes_array
 from sampler.sample import dense, temporal
 from sampler.sample.adjacency import Adjacency
+from sampler.sample.chunk_stream import seed_chunks
 from sampler.sample.dense import DenseGraph
 from sampler.sample.plan import NODE, SamplingPlan
 from sampler.sample.randomness import Randomness, draw
@@ -460,9 +461,12 @@ def sample_link_chunks(
     chunk_size: int = LINK_CHUNK,
 ) -> Iterator[SubgraphChunk]:
     """`sample_links_in_memory` as SubgraphChunks (the same examples in the same order)."""
-    order = np.argsort(seeds.sample, kind="stable")
-    for lo in range(0, len(order), chunk_size):
-        chunk = seeds.take(order[lo : lo + chunk_size])
+    for chunk in seed_chunks(seeds, seed_order(seeds), chunk_size):
         yield sample_link_chunk_columns(
             graph, plan, dg, chunk, randomness, counters, negatives, keep_seed_edges
         )
+
+
+def seed_order(seeds: LinkSeeds) -> np.ndarray:
+    """The order in which link seeds are sampled and written: by sample key."""
+    return np.argsort(seeds.sample, kind="stable")
