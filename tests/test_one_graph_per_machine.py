@@ -131,3 +131,55 @@ def test_bad_rows_in_files_read_by_several_workers_are_counted_once(mag, tmp_pat
     ]
     got = sorted((os.path.basename(d["file"]), d["line"]) for d in lines)
     assert got == sorted(corrupted.items())
+
+
+def test_a_file_that_two_edge_sets_read_alike_is_read_once_and_counted_for_both(
+    mag, tmp_path, monkeypatch
+):
+    """`written` is `writes` reversed, over the same files: the workers read each file once
+    (sampler.io.file_reads), and its rows and bad rows still count for both sets, with a dead
+    letter each, as `--runner InMemory` counts them; the records are InMemory's bytes."""
+    from sampler.io import graph_tables
+
+    _, schema, spec = mag
+    graph_dir = tmp_path / "graph"
+    graph_dir.mkdir()
+    source = os.path.dirname(schema)
+    for name in os.listdir(source):
+        (graph_dir / name).write_text(open(os.path.join(source, name)).read())
+    bad_file = graph_dir / "writes.csv-00001-of-00003"
+    lines = bad_file.read_text().splitlines(keepends=True)
+    lines.insert(2, "a1,p2,extra\n")  # line 3: an extra cell
+    bad_file.write_text("".join(lines))
+    reads = []
+    real = graph_tables.read_edge_file
+
+    def counted(path, *args, **kwargs):
+        reads.append(os.path.basename(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(graph_tables, "read_edge_file", counted)
+    schema_path = str(graph_dir / "graph_schema.pbtxt")
+    flags = ["--max_bad_records", "10"]
+    run_pipeline(
+        schema_path, spec, f"{tmp_path}/beam/samples@3", *flags, "--graph_placement", "worker"
+    )
+    writes_reads = sorted(r for r in reads if r.startswith("writes"))
+    assert writes_reads == [f"writes.csv-0000{i}-of-00003" for i in range(3)], reads
+    run_pipeline(schema_path, spec, f"{tmp_path}/mem/samples@3", *flags, "--runner", "InMemory")
+    beam, mem = _summary(tmp_path / "beam"), _summary(tmp_path / "mem")
+    for name in ("writes", "written"):
+        for counter in (f"bad_records/{name}", f"rows_read/{name}"):
+            assert beam["counters"][counter] == mem["counters"][counter], counter
+    assert beam["counters"]["bad_records/written"] == 1
+    assert beam["counters"]["rows_read/writes"] == beam["counters"]["rows_read/written"] > 0
+    letters = [
+        json.loads(line)
+        for path in glob.glob(f"{tmp_path}/beam/bad_records-*.jsonl")
+        for line in open(path)
+    ]
+    assert sorted((d["set"], os.path.basename(d["file"]), d["line"]) for d in letters) == [
+        ("writes", "writes.csv-00001-of-00003", 3),
+        ("written", "writes.csv-00001-of-00003", 3),
+    ]
+    assert _shards(tmp_path / "beam") == _shards(tmp_path / "mem")

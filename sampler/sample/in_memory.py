@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from sampler.batches import EdgeBatch, NodeBatch, Seeds
 from sampler.io import graph_tables
+from sampler.io.file_reads import file_reads
 from sampler.io.read_common import BadRecord
 from sampler.memory import release_free_memory
 from sampler.node_table import NodeTable, build_node_table
@@ -65,30 +66,7 @@ def read_tables(graph: GraphInfo, on_bad: SetOnBad | None = None) -> list[tuple[
     Without `on_bad` the first bad row fails the run; with it, each bad row is passed to
     `on_bad(set name, BadRecord)` in file order (schema order, then rows), once for every set
     that reads the file (as the Beam placements, which read it once per set), and skipped."""
-    files = graph_tables.graph_files(graph)
-    first_reader: dict[tuple, int] = {}
-    reads: list[tuple[str, str, str, str]] = []
-    source_of: list[tuple[int, bool]] = []  # (read, swap ends) of each file
-    for kind, name, path, fmt in files:
-        key: tuple = (kind, name, path, fmt)
-        if kind == "edge":
-            info = graph.edge_sets[name]
-            ends = graph_tables.latent_ends(graph, info)
-            key = (
-                kind,
-                path,
-                fmt,
-                tuple(sorted(info.features.items())),
-                tuple(sorted(ends.items())),
-            )
-        if key in first_reader:
-            read = first_reader[key]
-            swap = graph.edge_sets[name].reversed != graph.edge_sets[reads[read][1]].reversed
-            source_of.append((read, swap))
-            continue
-        first_reader[key] = len(reads)
-        source_of.append((len(reads), False))
-        reads.append((kind, name, path, fmt))
+    reads = file_reads(graph)  # a file that several sets read alike: once
 
     def read(file: tuple[str, str, str, str]) -> tuple[list, list[BadRecord]]:
         kind, name, path, fmt = file
@@ -101,16 +79,11 @@ def read_tables(graph: GraphInfo, on_bad: SetOnBad | None = None) -> list[tuple[
         edges = graph_tables.read_edge_file(path, fmt, info, latent, report, arrow_ends=True)
         return list(edges), bad
 
-    pieces = map_threads(read, reads)
-    out = []
-    for (kind, name, _, _), (index, swap) in zip(files, source_of, strict=True):
-        got, bad = pieces[index]
-        for row in bad:
+    done = map_threads(read, reads.reads)
+    for (_, name, _, _), (index, _) in zip(reads.files, reads.source_of, strict=True):
+        for row in done[index][1]:
             on_bad(name, row)
-        if swap:
-            got = [(EdgeBatch(b.dst, b.src, b.features), ends) for b, ends in got]
-        out.append((kind, name, got))
-    return out
+    return reads.per_file([got for got, _ in done])
 
 
 def _by_set(graph: GraphInfo, parts: list) -> tuple[dict[str, list], dict[str, list]]:

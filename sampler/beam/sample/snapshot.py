@@ -2,7 +2,8 @@
 
   Files        every table file, spread over the workers
   Read         each file read once (bad rows dead-lettered and counted, as ReadGraph does)
-               into one part file under `folder`: only the part's path reaches the runner
+               into one part file under `folder`: only the part's path reaches the runner;
+               a file that two edge sets read alike is read once (sampler.io.file_reads)
   Build        once per run: the parts -> node tables, adjacency, the dense graph
                (sampler.sample.dense.densify) -> a snapshot folder (sampler.sample.graph_store);
                counts duplicates, dropped edges, self-loops and parallel edges once
@@ -29,6 +30,7 @@ from sampler.batches import NodeBatch, bytes_array
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
 from sampler.io import files, graph_tables
+from sampler.io.file_reads import file_reads
 from sampler.io.files import write_error
 from sampler.node_table import NodeTable
 from sampler.sample import graph_store
@@ -51,7 +53,9 @@ class GraphSnapshot(typing.NamedTuple):
 
 
 class _ReadToPart(_ReadTable):
-    """(index, (kind, set, path, format)) -> (index, part path): the file's batches in one part."""
+    """(index, (kind, set, path, format), sets) -> (index, part path): the file's batches in one
+    part, its rows and bad rows counted for each of the `sets` that read it
+    (sampler.io.file_reads: a file two edge sets share is read once)."""
 
     def __init__(self, graph: GraphInfo, folder: str, max_bad_records: int):
         super().__init__("", max_bad_records)
@@ -69,9 +73,19 @@ class _ReadToPart(_ReadTable):
         self._name = name
         self._rows_read.inc(rows)
 
+    def _flush_sets(self, names: list[str]):
+        """`_flush` for each set that reads the file: its dead letters and counter each."""
+        pending = self._pending[:]
+        self._pending.clear()
+        for name in names:
+            self._count(name, 0)
+            self._pending.extend(pending)
+            yield from self._flush()
+
     def process(self, element):
-        index, (kind, name, path, fmt) = element
-        self._count(name, 0)
+        index, (kind, name, path, fmt), names = element
+        for each in names:
+            self._count(each, 0)
         if kind == "node":
             pieces = graph_tables.read_node_file(
                 path, fmt, self._graph.node_sets[name], self._report
@@ -87,12 +101,13 @@ class _ReadToPart(_ReadTable):
             with FileSystems.create(part) as f:
                 f.write(_framed((kind, name)))
                 for piece in pieces:  # each piece written as it is read
-                    self._rows_read.inc(len(piece if kind == "node" else piece[0]))
+                    for each in names:
+                        self._count(each, len(piece if kind == "node" else piece[0]))
                     f.write(_framed(piece))
-                    yield from self._flush()
+                    yield from self._flush_sets(names)
         except OSError as e:
             raise write_error(part, e) from e
-        yield from self._flush()
+        yield from self._flush_sets(names)
         yield index, part
 
 
@@ -128,7 +143,7 @@ class _Build(beam.DoFn):
     def process(self, _, parts):
         graph = self._graph
         paths = [path for _, path in sorted(parts)]
-        read = [read_part(p) for p in paths]
+        read = file_reads(graph).per_file([read_part(p)[2] for p in paths])
         if self._link_pairs:  # the fingerprint-keyed adjacency of the link edge set is needed
             nodes, adjacency = build_tables(graph, self._plan, read)
             yield beam.pvalue.TaggedOutput(
@@ -220,7 +235,8 @@ class SnapshotGraph(beam.PTransform):
         self._max_bad = max_bad_records
 
     def expand(self, pbegin):
-        files = list(enumerate(graph_tables.graph_files(self._graph)))
+        reads = file_reads(self._graph)
+        files = [(i, file, reads.readers(i)) for i, file in enumerate(reads.reads)]
         read = (
             pbegin
             | "Files" >> beam.Create(files)
