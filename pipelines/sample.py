@@ -91,6 +91,7 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
         config.negatives_per_seed,
         config.keep_seed_edges,
         temp_dir,
+        sampling_threads=1 if config.sampling_threads is None else config.sampling_threads,
     )
     sampled = sample_graph_tensors(pipeline, graph, plan, options)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))

@@ -109,9 +109,11 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--sampling_threads",
         type=int,
-        default=0,
-        help="--runner InMemory: threads that sample and encode chunks of seeds side by side"
-        " (0: one per core). The records are the same for any number.",
+        default=None,
+        help="Threads that sample and encode chunks of seeds side by side, in the process of"
+        " --runner InMemory (default: one per core) or in each SDK worker process of the"
+        " `worker` placement (default 1: Dataflow runs one SDK process per vCPU); 0: one per"
+        " core. The records are the same for any number.",
     )
     parser.add_argument(
         "--max_bad_records",
@@ -154,7 +156,7 @@ class SampleConfig:
     graph_placement: str
     worker_memory_mb: float
     progress_interval: float
-    sampling_threads: int
+    sampling_threads: int | None
     max_bad_records: int
     overwrite: bool
     strict: str
@@ -172,7 +174,6 @@ RUNNER_RULES = flags.RunnerRules(
     in_memory_ignores=(
         "num_shards", "num_buckets", "graph_placement", "worker_memory_mb"
     ),
-    beam_ignores=("sampling_threads",),
 )  # fmt: skip
 
 

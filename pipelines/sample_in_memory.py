@@ -29,8 +29,8 @@ from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
 from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link
 from sampler.sample.adjacency import make_seeds
-from sampler.sample.chunk_stream import encoded_chunks, seed_chunks
-from sampler.sample.dense import densify, edge_facts, sample_chunk_columns
+from sampler.sample.chunk_stream import encoded_chunks
+from sampler.sample.dense import densify, edge_facts
 from sampler.sample.encode import encode_specs
 from sampler.sample.rejected import rejected_seed_lines
 from sampler.threads import cpu_count
@@ -68,18 +68,8 @@ def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> 
             node_fps = mem.node_tables[plan.seed_set].rows.fp
             rejected = rejected_seed_lines(seeds, node_fps, plan.seed_set)
             accounting.write_rejected_seeds_file(rejected, output_dir)
-    randomness = in_memory.Randomness(args.seed)
-    jobs = (
-        (bucket, chunk)
-        for bucket, part in by_bucket(seeds, args.num_buckets)
-        for chunk in seed_chunks(part, in_memory.seed_order(part), in_memory.CHUNK_SIZE)
-    )
-
-    def sample(chunk, chunk_counters):
-        return sample_chunk_columns(graph, plan, mem, chunk, randomness, chunk_counters)
-
-    specs = encode_specs(in_memory.NodeSeedSampling().output_schema(graph.schema, plan))
-    _write(args, encoded_chunks(jobs, sample, specs, threads(args)), counters, clock)
+    chunks = encoded(args, graph, plan, mem, seeds, in_memory.NodeSeedSampling())
+    _write(args, chunks, counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters
 
@@ -135,8 +125,25 @@ def by_bucket(seeds, num_buckets: int):
         yield bucket, seeds.take(index)
 
 
+def encoded(args, graph, plan, mem, seeds, kernel):
+    """The EncodedChunks (sampler.sample.chunk_stream) of every seed, by bucket (`by_bucket`),
+    each bucket in `kernel`'s chunks (NodeSeedSampling or link.LinkSampling)."""
+    randomness = in_memory.Randomness(args.seed)
+    jobs = (
+        (bucket, chunk)
+        for bucket, part in by_bucket(seeds, args.num_buckets)
+        for chunk in kernel.seed_chunks(part, in_memory.CHUNK_SIZE)
+    )
+
+    def sample(chunk, counters):
+        return kernel.sample_chunk(graph, plan, mem, chunk, randomness, counters)
+
+    specs = encode_specs(kernel.output_schema(graph.schema, plan))
+    return encoded_chunks(jobs, sample, specs, threads(args))
+
+
 def threads(args) -> int:
-    """--sampling_threads, 0: one per core this process may run on."""
+    """--sampling_threads; not given or 0: one per core this process may run on."""
     return args.sampling_threads or cpu_count()
 
 
@@ -222,26 +229,7 @@ def _run_links(
         seeds = link.make_link_seeds(*pairs)
         counters = collections.Counter(seeds_in=len(seeds), **graph_facts(graph, mem), **facts)
         dead.account(counters, output_dir)
-    randomness = in_memory.Randomness(args.seed)
-    jobs = (
-        (bucket, chunk)
-        for bucket, part in by_bucket(seeds, args.num_buckets)
-        for chunk in seed_chunks(part, link.seed_order(part), link.LINK_CHUNK)
-    )
-
-    def sample(chunk, chunk_counters):
-        return link.sample_link_chunk_columns(
-            graph,
-            plan,
-            mem,
-            chunk,
-            randomness,
-            chunk_counters,
-            args.negatives_per_seed,
-            args.keep_seed_edges,
-        )
-
-    specs = encode_specs(link.LinkSampling().output_schema(graph.schema, plan))
-    _write(args, encoded_chunks(jobs, sample, specs, threads(args)), counters, clock)
+    kernel = link.LinkSampling(args.negatives_per_seed, args.keep_seed_edges)
+    _write(args, encoded(args, graph, plan, mem, seeds, kernel), counters, clock)
     counters["seconds"] = round(time.time() - start, 1)
     return counters

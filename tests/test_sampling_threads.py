@@ -80,12 +80,13 @@ def pinned():
     return json.loads(digests.DIGESTS.read_text())
 
 
-def _run(paths, root: pathlib.Path, case: str, threads: int) -> pathlib.Path:
+def _run(paths, root: pathlib.Path, case: str, threads: int, beam: bool = False):
     spec, extra = digests.SAMPLE_CASES[case]
-    out = root / f"out-{case}-{threads}"
+    out = root / f"out-{case}-{threads}-{'beam' if beam else 'mem'}"
     argv = ["--graph_schema", paths["schema"], "--sampling_spec", paths[spec]]
-    argv += ["--output_samples", str(out / "samples@3"), *extra, "--runner", "InMemory"]
+    argv += ["--output_samples", str(out / "samples@3"), *extra]
     argv += ["--sampling_threads", str(threads), "--overwrite"]
+    argv += ["--graph_placement", "worker"] if beam else ["--runner", "InMemory"]
     assert sample_cli.main(argv) == 0
     return out
 
@@ -114,9 +115,20 @@ def test_any_number_of_threads_writes_the_pinned_records_in_the_same_files(
     assert counters[0]["subgraphs"] > 3 * 5
 
 
-def test_sampling_threads_is_refused_on_the_beam_runner(inputs, capsys):
+@pytest.mark.parametrize("case", ["mag-node-s3", "link-edge-neg2"])
+def test_the_worker_placement_on_several_threads_writes_in_memory_s_files(
+    inputs, case, monkeypatch
+):
+    """Each SDK worker samples a bucket's chunks (2 seeds; 32 buckets of about 5 seeds) on 3
+    threads: the shards are the bytes of --runner InMemory on one thread."""
+    monkeypatch.setattr(in_memory, "CHUNK_SIZE", 2)
+    monkeypatch.setattr(link, "LINK_CHUNK", 2)
     root, paths = inputs
-    argv = ["--graph_schema", paths["schema"], "--sampling_spec", paths["mag"]]
-    argv += ["--output_samples", str(root / "beam" / "s@1"), "--sampling_threads", "2"]
-    assert sample_cli.main(argv) == 2
-    assert "--sampling_threads is an option of --runner InMemory" in capsys.readouterr().err
+    beam = _run(paths, root, case, 3, beam=True)
+    mem = _run(paths, root, case, 1)
+    names = sorted(p.name for p in mem.glob("samples-*"))
+    assert names == sorted(p.name for p in beam.glob("samples-*"))
+    for name in names:
+        assert (beam / name).read_bytes() == (mem / name).read_bytes(), name
+    beam_counters = json.loads((beam / "run_summary.json").read_text())["counters"]
+    assert beam_counters["subgraphs"] > 32 * 2

@@ -231,6 +231,15 @@ class NodeSeedSampling:
         """`sample` as SubgraphChunks (for sampler.sample.encode_chunk)."""
         return sample_chunks(graph, plan, dense, seeds, randomness, counters, chunk_size)
 
+    def seed_chunks(self, seeds, chunk_size: int):
+        """The chunks of seeds `sample_chunks` samples one by one, in its order (for
+        sampler.sample.chunk_stream)."""
+        return seed_chunks(seeds, seed_order(seeds), chunk_size)
+
+    def sample_chunk(self, graph, plan, dense, chunk, randomness, counters) -> SubgraphChunk:
+        """One chunk of `seed_chunks` as a SubgraphChunk."""
+        return sample_chunk_columns(graph, plan, dense, chunk, randomness, counters)
+
 
 def sample_in_memory(
     graph: GraphInfo,

@@ -417,6 +417,17 @@ class LinkSampling:
             LINK_CHUNK,
         )
 
+    def seed_chunks(self, seeds, chunk_size: int):
+        """The chunks of seed edges `sample_chunks` samples one by one, in its order:
+        LINK_CHUNK whatever `chunk_size` (for sampler.sample.chunk_stream)."""
+        return seed_chunks(seeds, seed_order(seeds), LINK_CHUNK)
+
+    def sample_chunk(self, graph, plan, dense, chunk, randomness, counters) -> SubgraphChunk:
+        """One chunk of `seed_chunks` as a SubgraphChunk."""
+        return sample_link_chunk_columns(
+            graph, plan, dense, chunk, randomness, counters, self.negatives, self.keep_seed_edges
+        )
+
     def sample(self, graph, plan, dense, seeds, randomness, counters, chunk_size: int):
         return sample_links_in_memory(
             graph,

@@ -74,6 +74,14 @@ class SubgraphChunk:
     def __len__(self) -> int:
         return len(self.sample_ids)
 
+    def count_sizes(self, counters) -> None:
+        """Adds the chunk's nodes and edges per set to `output_nodes/<set>` and
+        `output_edges/<set>` of `counters`."""
+        for name, part in self.node_rows.items():
+            counters[f"output_nodes/{name}"] += int(part.bounds[-1] - part.bounds[0])
+        for name, (_, _, bounds) in self.edge_rows.items():
+            counters[f"output_edges/{name}"] += int(bounds[-1] - bounds[0])
+
     def subgraphs(self, counters) -> Iterator[Subgraph]:
         """One Subgraph per sample (counted as `subgraphs` in `counters`)."""
         node_rows = {name: (part.rows(), part.bounds) for name, part in self.node_rows.items()}

@@ -54,6 +54,9 @@ class SamplingOptions:
     # `worker`: where the workers put the table parts and the graph snapshot (local or remote);
     # default: the pipeline's --temp_location, else the local temp folder. Removed after the run.
     temp_dir: str | None = None
+    # `worker`: threads of each SDK worker process that sample and encode chunks side by side
+    # (0: one per core of the process). Dataflow runs one SDK process per vCPU: keep 1 there.
+    sampling_threads: int = 1
 
     def __post_init__(self):
         if self.placement not in PLACEMENTS:
@@ -122,7 +125,9 @@ def sample_graph_tensors(
         kernel = NodeSeedSampling()
     common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
     if options.placement == "worker":
-        sample = SampleOnWorkers(graph, plan, **common, kernel=kernel)
+        sample = SampleOnWorkers(
+            graph, plan, **common, kernel=kernel, threads=options.sampling_threads
+        )
     elif options.placement == "topology":
         sample = SampleTopologyOnWorkers(
             graph, plan, **common, num_shards=options.num_shards, kernel=kernel
@@ -174,7 +179,12 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
         seeds = snapshot.seed_tables | "Seeds" >> SeedsFromNodeTable()
         kernel = NodeSeedSampling()
     sample = SampleOnWorkers(
-        graph, plan, randomness=options.randomness, num_buckets=options.num_buckets, kernel=kernel
+        graph,
+        plan,
+        randomness=options.randomness,
+        num_buckets=options.num_buckets,
+        kernel=kernel,
+        threads=options.sampling_threads,
     )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample

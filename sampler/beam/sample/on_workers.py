@@ -19,18 +19,21 @@ from sampler.beam.sample.sharded import (
     SizeCounters,
     ToBuckets,
     count_received,
-    encoded_chunk_batches,
 )
 from sampler.beam.sample.snapshot import mapped_graph
 from sampler.node_table import merge_node_tables
+from sampler.sample import in_memory
 from sampler.sample.adjacency import merge_adjacency
+from sampler.sample.chunk_stream import encoded_chunks
 from sampler.sample.dense import DenseGraph, densify, edge_facts
 from sampler.sample.encode import encode_specs
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
 from sampler.sample.randomness import Randomness
+from sampler.sample.subgraph import SubgraphChunk
 from sampler.sample.topology import without_features
 from sampler.schema import GraphInfo
+from sampler.threads import cpu_count
 
 
 class _GraphOnWorker:
@@ -83,17 +86,22 @@ class SampleOnWorkers(beam.PTransform):
         randomness: Randomness,
         num_buckets: int,
         # seeds sampled at once (the same records whatever it is): a process's working set;
-        # at ogbn-mag's size 128 cost 25% more sampling CPU than 512, --runner InMemory's
-        chunk_size: int = 512,
+        # at ogbn-mag's size 128 cost 25% more sampling CPU than 512. Default: --runner
+        # InMemory's (in_memory.CHUNK_SIZE)
+        chunk_size: int | None = None,
         kernel=None,
+        threads: int = 1,
     ):
         super().__init__()
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: one per core), got {threads}")
         self._graph = graph
         self._plan = plan
         self._randomness = randomness
         self._num_buckets = num_buckets
-        self._chunk_size = chunk_size
+        self._chunk_size = chunk_size or in_memory.CHUNK_SIZE
         self._kernel = kernel or NodeSeedSampling()
+        self._threads = threads
 
     class _SampleBucket(beam.DoFn):
         def __init__(
@@ -105,6 +113,7 @@ class SampleOnWorkers(beam.PTransform):
             handle,
             tag: str,
             kernel=None,
+            threads: int = 1,
         ):
             self._graph = graph
             self._plan = plan
@@ -113,6 +122,7 @@ class SampleOnWorkers(beam.PTransform):
             self._handle = handle
             self._tag = tag
             self._kernel = kernel or NodeSeedSampling()
+            self._threads = threads
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
@@ -121,8 +131,30 @@ class SampleOnWorkers(beam.PTransform):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
 
         def process(self, bucket_parts, *side):
-            bucket, chunks, counters = self.sample(bucket_parts, side, by_chunk=True)
-            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
+            """(bucket, chunk index, records) of each chunk of the bucket's seeds, sampled and
+            encoded on `threads` threads (sampler.sample.chunk_stream), in chunk order."""
+            bucket, parts = bucket_parts
+            memory = self.graph_on_worker(side).memory
+            seeds = self.received_seeds(self._kernel.seeds_type, parts)
+            kernel, graph, plan, randomness = (
+                self._kernel,
+                self._graph,
+                self._plan,
+                self._randomness,
+            )
+
+            def sample(chunk, counters):
+                return kernel.sample_chunk(graph, plan, memory, chunk, randomness, counters)
+
+            jobs = ((bucket, chunk) for chunk in kernel.seed_chunks(seeds, self._chunk_size))
+            threads = self._threads or cpu_count()
+            counters = collections.Counter()
+            done = encoded_chunks(jobs, sample, self._specs, threads, SubgraphChunk.count_sizes)
+            for index, chunk in enumerate(done):
+                counters.update(chunk.counters)
+                counters["subgraphs"] += chunk.subgraphs
+                if chunk.records:
+                    yield bucket, index, chunk.records
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
@@ -144,15 +176,14 @@ class SampleOnWorkers(beam.PTransform):
             self._bucket_samples.update(len(seeds))
             return seeds
 
-        def sample(self, bucket_parts, side, by_chunk: bool = False):
-            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds;
-            `by_chunk`: SubgraphChunks (sampler.sample.encode_chunk) instead of subgraphs."""
+        def sample(self, bucket_parts, side):
+            """(bucket, lazily sampled subgraphs, the kernel's counters) for a bucket of seeds
+            (the `topology` placement's)."""
             bucket, parts = bucket_parts
             loaded = self.graph_on_worker(side)
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
             counters = collections.Counter()
-            sample = self._kernel.sample_chunks if by_chunk else self._kernel.sample
-            subgraphs = sample(
+            subgraphs = self._kernel.sample(
                 self._graph,
                 self._plan,
                 loaded.memory,
@@ -185,7 +216,14 @@ class SampleOnWorkers(beam.PTransform):
     def expand(self, inputs: SamplingInputs):
         handle, tag = shared.Shared(), uuid.uuid4().hex
         fn = self._SampleBucket(
-            self._graph, self._plan, self._randomness, self._chunk_size, handle, tag, self._kernel
+            self._graph,
+            self._plan,
+            self._randomness,
+            self._chunk_size,
+            handle,
+            tag,
+            self._kernel,
+            self._threads,
         )
         if isinstance(inputs, SnapshotInputs):
             return bucketed(inputs.seeds, self._num_buckets) | "SampleBuckets" >> beam.ParDo(
