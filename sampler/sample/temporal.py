@@ -5,8 +5,9 @@ An op with a `temporal` message keeps only the edges whose time is at or before 
 before) its seed's time, and, with a window, not before the seed time less the window; with a
 `node_time_feature`, an edge whose target node is after the seed's time is not eligible either.
 The op's strategy applies among the eligible edges, or `most_recent` picks the sample_size
-latest. Every hop is measured against the seed's time. The temporal fields are this project's
-extension of TF-GNN's SamplingSpec (numbers 1000 and above).
+latest. Every hop is measured against the seed's time. With node aggregation the edges induced
+among a subgraph's nodes are filtered by the same rules (`filter_induced`). The temporal fields
+are this project's extension of TF-GNN's SamplingSpec (numbers 1000 and above).
 """
 
 from __future__ import annotations
