@@ -57,6 +57,16 @@ def test_the_checker_catches_a_leak_and_a_loss(node_run):
             checker.check_induced(record, loose)
 
 
+def test_float_times_filter_the_induced_edges(tmp_path):
+    schema, nodes, edges = _write(tmp_path, "float")
+    out = str(tmp_path / "out" / "samples")
+    records = _run(tmp_path, schema, _spec(tmp_path), out, "--runner", "InMemory", *NODE)
+    checker = Checker(nodes, edges)
+    for record in records:
+        checker.check_induced(record, RULES)
+    assert len(records) == PAPERS
+
+
 @pytest.mark.parametrize("placement", ["worker", "topology"])
 def test_the_placements_write_the_in_memory_records(node_run, placement):
     tmp_path, schema, seeds, records, _ = node_run
