@@ -45,7 +45,7 @@ from sampler.errors import UserError
 from sampler.ids import fingerprint
 from sampler.io import files, graph_tables
 from sampler.io.graph_tables import read_seed_ids
-from sampler.sample.plan import load_sampling_spec, make_plan
+from sampler.sample.plan import NODE, load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools.degree_stats import BottomK, degree_stats, stats_cache_path
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
@@ -180,10 +180,11 @@ def main_body(argv) -> int:
         args.seed_edge_set,
     )
     unmodelled = plan.link is not None or any(op.temporal.node_time for op in _timed(plan))
-    if plan.seed_time is not None and unmodelled:
+    if plan.seed_time is not None and (unmodelled or plan.aggregation == NODE):
         raise UserError(
             f"--sampling_spec {args.sampling_spec}: estimate models temporal ops of node seeds"
-            " without temporal.node_time_feature only so far; estimate the spec without them"
+            " without temporal.node_time_feature, with --edge_aggregation_method edge, only so"
+            " far; estimate the spec without them"
         )
     cache = None if args.stats_cache == "none" else args.stats_cache
     check_outputs(graph, args, cache)

@@ -16,6 +16,10 @@ node, every op temporal), it checks that
 and, over all subgraphs, `uniform_chi_square` tests that every eligible edge was picked
 equally often (each eligible edge of a seed with c > K eligible edges is picked with
 probability K / c).
+
+Node-aggregated records (`check_induced`): an edge set's edges are exactly the table's edges
+among the record's nodes that are eligible at the seed time under one of the ops on that set
+(all of them for a set of no temporal op): no induced edge after the seed time.
 """
 
 from __future__ import annotations
@@ -161,19 +165,44 @@ class Checker:
 
     def eligible(self, op: Op, source: bytes, seed_time) -> list[dict]:
         """The out-edges of `source` in `op`'s table eligible at `seed_time`."""
-        target_set = self.ends[op.edge_set][1]
-        rows = []
-        for row in self.out[op.edge_set].get(source, []):
-            t = row[op.edge_time]
-            ok = _before(t, seed_time, op.strict)
-            if op.window is not None:
-                ok = ok and t >= seed_time - op.window
-            if ok and op.node_time is not None:
-                node = self.nodes[target_set][_id(row["#target"])]
-                ok = _before(node[op.node_time], seed_time, op.strict)
-            if ok:
-                rows.append(row)
-        return rows
+        return [r for r in self.out[op.edge_set].get(source, []) if self._ok(op, r, seed_time)]
+
+    def _ok(self, op: Op, row: dict, seed_time) -> bool:
+        """Whether one edge (a row of `op`'s table) is eligible at `seed_time`."""
+        t = row[op.edge_time]
+        ok = _before(t, seed_time, op.strict)
+        if op.window is not None:
+            ok = ok and t >= seed_time - op.window
+        if ok and op.node_time is not None:
+            node = self.nodes[self.ends[op.edge_set][1]][_id(row["#target"])]
+            ok = _before(node[op.node_time], seed_time, op.strict)
+        return ok
+
+    def check_induced(self, record: bytes, rules: dict[str, list[Op]], complete=True) -> None:
+        """A node-aggregated record (--edge_aggregation_method node): each edge set of
+        `rules` holds the table's edges among the record's nodes that are eligible at its seed
+        time under one of the set's ops (every such edge for an empty list), no other edge
+        (no induced edge after the seed time) and, when `complete`, none fewer."""
+        ex = parse_example(record)
+        seed_time = ex["context/seed_time"][0]
+        where = f"sample {ex['context/sample_id'][0]!r} (seed time {seed_time})"
+        for edge_set, ops in rules.items():
+            source, target = self.ends[edge_set]
+            src_ids, dst_ids = ex[f"nodes/{source}.#id"], ex[f"nodes/{target}.#id"]
+            prefix = f"edges/{edge_set}."
+            ends = zip(ex[prefix + "#source"], ex[prefix + "#target"], strict=True)
+            got = collections.Counter((src_ids[s], dst_ids[d]) for s, d in ends)
+            want = collections.Counter()
+            present = set(dst_ids)
+            for s in set(src_ids):
+                for row in self.out[edge_set].get(s, []):
+                    d = _id(row["#target"])
+                    if d in present and (not ops or any(self._ok(o, row, seed_time) for o in ops)):
+                        want[(s, d)] += 1
+            for what, wrong in (("not eligible", got - want), ("missing", want - got)):
+                if wrong and (complete or what == "not eligible"):
+                    s, d = min(wrong)
+                    raise AssertionError(f"{where}: {edge_set} edge {s!r} -> {d!r} is {what}")
 
     def check(self, record: bytes, seed_set: str, seed_time_feature: str, ops: list[Op]) -> None:
         """Raises AssertionError naming the sample on any violation."""

@@ -344,13 +344,6 @@ def test_a_seed_without_a_time_is_a_bad_row(tmp_path, capsys):
     assert len(records) == PAPERS - 1  # p0, whose year is null, is not sampled
 
 
-def test_node_aggregation_refuses_a_temporal_spec_in_one_line(tmp_path):
-    schema, _, _ = _write(tmp_path)
-    with pytest.raises(UserError, match="needs --edge_aggregation_method edge") as e:
-        make_plan(load_graph(schema), _parsed(SPEC), "node")
-    assert "\n" not in str(e.value)
-
-
 def test_estimate_refuses_node_times_in_one_line(tmp_path, capsys):
     schema, _, _ = _write(tmp_path)
     argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--stats_cache", "none"]

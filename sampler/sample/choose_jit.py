@@ -13,6 +13,7 @@ import numpy as np
 from sampler.ids_jit import draw
 from sampler.jit import njit
 from sampler.sample.plan import RANDOM_UNIFORM, RANDOM_WEIGHTED, TOP_K
+from sampler.sample.sample_jit import floyd
 
 
 @njit
@@ -36,19 +37,11 @@ def _uniform(start, degree, stream, k):
         d = degree[i]
         if d <= k:
             continue
-        base = o
-        for step in range(k):
-            j = d - k + step
-            t = np.int64(draw(stream[i], step) * np.float64(j + 1))
-            if t > j:
-                t = j
-            for q in range(base, o):
-                if pos[q] == start[i] + t:
-                    t = j
-                    break
-            rows[o] = i
-            pos[o] = start[i] + t
-            o += 1
+        floyd(stream[i], d, k, pos, o)
+        for q in range(o, o + k):
+            rows[q] = i
+            pos[q] += start[i]
+        o += k
     return rows, pos
 
 

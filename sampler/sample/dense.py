@@ -28,7 +28,7 @@ from sampler.batches import Seeds, take_features
 from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
-from sampler.sample import temporal_dense
+from sampler.sample import temporal, temporal_dense
 from sampler.sample.adjacency import Adjacency
 from sampler.sample.plan import NODE, RANDOM_UNIFORM, SamplingPlan
 from sampler.sample.randomness import Randomness
@@ -356,7 +356,8 @@ def sample_chunk_columns(
         for name, info in graph.edge_sets.items()
     }
     nodes = node_rows(dg, members)
-    return SubgraphChunk(seeds.sample_id, seeds.seed_id, nodes, edges, seed_times)
+    chunk = SubgraphChunk(seeds.sample_id, seeds.seed_id, nodes, edges, seed_times)
+    return temporal.filter_induced(chunk, plan) if plan.aggregation == NODE else chunk
 
 
 def node_rows(dg: DenseGraph, members: dict[str, Members]) -> dict[str, NodeRowsOfChunk]:

@@ -361,7 +361,8 @@ def sample_link_chunk_columns(
     node_rows[READOUT] = NodeRowsOfChunk(
         NodeBatch(keys, sample_ids, {LABEL: labels}), None, one_each
     )
-    return SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows, seed_time)
+    chunk = SubgraphChunk(sample_ids, seed_ids, node_rows, edge_rows, seed_time)
+    return temporal.filter_induced(chunk, plan) if plan.aggregation == NODE else chunk
 
 
 def escape_id(node_id: bytes) -> bytes:

@@ -179,11 +179,6 @@ def make_plan(
         produces[op.op_name] = (edge_set.target,)
     link_set = link.edge_set if link is not None else None
     seed_time = temporal.seed_time(graph, spec, seed_set, kinds, link_set)
-    if seed_time is not None and aggregation == NODE:
-        raise UserError(
-            "--edge_aggregation_method node keeps every edge among the sampled nodes, of every"
-            " time: a temporal spec (temporal_seed) needs --edge_aggregation_method edge"
-        )
     return SamplingPlan(seed_op, seed_set, tuple(ops), aggregation, link, seed_time)
 
 

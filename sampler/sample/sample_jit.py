@@ -112,6 +112,24 @@ def streams(fs, fr, sample_keys, fp, prefix):
 
 
 @njit
+def floyd(stream, d, k, out, o):
+    """Floyd's k distinct indices of range(d) (d > k), in draw order, into out[o : o + k]:
+    the uniform draw without replacement of every placement (`sampling._floyd`), the draws
+    of `stream` (sampler/sample/randomness.py). pick_uniform, choose_jit and temporal_jit
+    map the indices to adjacency positions."""
+    for step in range(k):
+        j = d - k + step
+        t = np.int64(draw(stream, step) * np.float64(j + 1))
+        if t > j:
+            t = j
+        for q in range(o, o + step):
+            if out[q] == t:
+                t = j
+                break
+        out[o + step] = t
+
+
+@njit
 def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
     """RANDOM_UNIFORM per frontier row: a row of degree <= k gives every edge, in order;
     another Floyd's k picks, in draw order (`sampling._floyd`, `choose_jit._uniform`).
@@ -141,17 +159,9 @@ def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
             if s != last:
                 hs = mix(prefix ^ sample_keys[s])
                 last = s
-            stream = mix(hs ^ fp[r])
-            for step in range(k):
-                j = d - k + step
-                t = np.int64(draw(stream, step) * np.float64(j + 1))
-                if t > j:
-                    t = j
-                for q in range(o, o + step):
-                    if pos[q] == st + t:
-                        t = j
-                        break
-                pos[o + step] = st + t
+            floyd(mix(hs ^ fp[r]), d, k, pos, o)
+            for q in range(o, o + k):
+                pos[q] += st
         for q in range(o, pick_bounds[f + 1]):
             tr[q] = targets[pos[q]]
     return pick_bounds, pos, tr

@@ -5,8 +5,9 @@ An op with a `temporal` message keeps only the edges whose time is at or before 
 before) its seed's time, and, with a window, not before the seed time less the window; with a
 `node_time_feature`, an edge whose target node is after the seed's time is not eligible either.
 The op's strategy applies among the eligible edges, or `most_recent` picks the sample_size
-latest. Every hop is measured against the seed's time. The temporal fields are this project's
-extension of TF-GNN's SamplingSpec (numbers 1000 and above).
+latest. Every hop is measured against the seed's time. With node aggregation the edges induced
+among a subgraph's nodes are filtered by the same rules (`filter_induced`). The temporal fields
+are this project's extension of TF-GNN's SamplingSpec (numbers 1000 and above).
 """
 
 from __future__ import annotations
@@ -211,3 +212,66 @@ def bounds(seed_times: np.ndarray, rule: TemporalRule, kind: str) -> tuple[np.nd
         hi = np.nextafter(seed.astype(np.float32), np.float32(-np.inf)).astype(np.float64)
     lo = np.full(len(seed), -np.inf) if rule.window is None else seed - rule.window
     return lo, hi
+
+
+def induced_rules(plan) -> dict[str, tuple[TemporalRule, ...]]:
+    """Edge set -> the rules of the ops that sample it, for the edge sets whose every op is
+    temporal: node aggregation keeps an induced edge of such a set only if one of these
+    rules finds it eligible. A set that an untimed op samples, or that no op samples, keeps
+    every induced edge (as an untimed op may pick any edge)."""
+    rules: dict[str, list[TemporalRule]] = {}
+    untimed: set[str] = set()
+    for op in plan.ops:
+        if op.temporal is None:
+            untimed.add(op.edge_set)
+        elif op.temporal not in rules.setdefault(op.edge_set, []):
+            rules[op.edge_set].append(op.temporal)
+    return {name: tuple(r) for name, r in rules.items() if name not in untimed}
+
+
+def filter_induced(chunk, plan):
+    """A chunk of node-aggregated subgraphs (every edge among their nodes) without the
+    induced edges that `induced_rules` finds ineligible at their sample's seed time: an
+    edge's time, and with a node time its target's, against the bounds of each rule. The
+    edges kept stay in their order. Every placement calls it on its chunks (one code, the
+    same bytes)."""
+    rules = induced_rules(plan)
+    if plan.seed_time is None or not rules:
+        return chunk
+    kind = plan.seed_time.kind
+    for name, set_rules in rules.items():
+        if name not in chunk.edge_rows:
+            continue
+        edges, features, per_sample = chunk.edge_rows[name]
+        per_sample = np.asarray(per_sample, np.int64)
+        rows = np.arange(per_sample[0], per_sample[-1])
+        sample = np.searchsorted(per_sample, rows, side="right") - 1
+        seed = np.asarray(chunk.seed_times)[sample]
+        keep = np.zeros(len(rows), bool)
+        for rule in set_rules:
+            lo, hi = bounds(seed, rule, kind)
+            times = np.asarray(features[rule.edge_time])[rows]
+            ok = (times >= lo) & (times <= hi)
+            if rule.node_time is not None:
+                ok &= _target_times(chunk, plan, name, rule, edges[1, rows], sample) <= hi
+            keep |= ok
+        if keep.all():
+            continue
+        kept = rows[keep]
+        counts = np.bincount(sample[keep], minlength=len(per_sample) - 1)
+        new_bounds = np.zeros(len(per_sample), np.int64)
+        np.cumsum(counts, out=new_bounds[1:])
+        kept_features = {f: np.asarray(col)[kept] for f, col in features.items()}
+        chunk.edge_rows[name] = (edges[:, kept], kept_features, new_bounds)
+    return chunk
+
+
+def _target_times(chunk, plan, edge_set: str, rule: TemporalRule, local, sample) -> np.ndarray:
+    """The node time `rule.node_time` of each edge's target: node `local` of its sample's
+    nodes of the target set."""
+    target = next(op.target for op in plan.ops if op.edge_set == edge_set)
+    part = chunk.node_rows[target]
+    at = np.asarray(part.bounds, np.int64)[sample] + local
+    if part.index is not None:
+        at = np.asarray(part.index)[at]
+    return np.asarray(part.batch.features[rule.node_time])[at]

@@ -15,6 +15,7 @@ import numpy as np
 
 from sampler.ids_jit import draw, mix
 from sampler.jit import njit
+from sampler.sample.sample_jit import floyd
 
 
 @njit
@@ -145,17 +146,9 @@ def pick(
             if s != last:
                 hs = mix(prefix ^ sample_keys[s])
                 last = s
-            stream = mix(hs ^ fp[r])
-            for step in range(k):
-                j = c - k + step
-                t = np.int64(draw(stream, step) * np.float64(j + 1))
-                if t > j:
-                    t = j
-                for q in range(o, o + step):
-                    if pos[q] == elig[t]:
-                        t = j
-                        break
-                pos[o + step] = elig[t]
+            floyd(mix(hs ^ fp[r]), c, k, pos, o)
+            for q in range(o, o + k):
+                pos[q] = elig[pos[q]]
         o += m
     pick_bounds[n] = o
     tr = np.empty(o, np.int64)

@@ -375,6 +375,8 @@ class AssembleExamples(beam.PTransform):
             chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
             if self._plan.seed_time is not None:
                 chunks = (temporal.with_chunk_seed_times(c, self._plan) for c in chunks)
+                if self._plan.aggregation == NODE:
+                    chunks = (temporal.filter_induced(c, self._plan) for c in chunks)
             yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
             self._sizes.flush(counters)
             del seeds, nodes, edges, chunks
