@@ -118,6 +118,11 @@ def project(
     )  # fmt: skip
 
 
+def _gb(size: float) -> str:
+    gb = size / 1e9
+    return f"{gb:,.1f} GB" + (f" ({gb / 1000:,.1f} TB)" if gb >= 1000 else "")
+
+
 def projection_lines(p: Projection) -> list[str]:
     """The estimate CLI's lines, with the formula and its numbers."""
     per_vcpu = p.machine_gb / p.vcpus
@@ -126,17 +131,18 @@ def projection_lines(p: Projection) -> list[str]:
         f"projection for {p.num_seeds:,} seeds (bytes x{p.bytes_scale:g}, CPU x{p.cpu_scale:g}):",
         f"  vCPU-hours = seeds x CPU-s per subgraph x CPU scale / 3600"
         f" = {p.num_seeds:,} x {p.cpu_seconds_per_subgraph:.6f} x {p.cpu_scale:g} / 3600"
-        f" = {p.vcpu_hours:,.1f}",
-        f"  output = {p.output_bytes / 1e9:,.1f} GB; shuffle = {p.shuffle_bytes / 1e9:,.1f} GB",
+        f" = {p.vcpu_hours:,.2f}",
+        f"  output = seeds x bytes per subgraph x bytes scale = {_gb(p.output_bytes)};"
+        f" shuffle = {_gb(p.shuffle_bytes)}",
         f"  machine type: {p.machine_type} ({p.vcpus} vCPUs, {p.machine_gb:g} GB: {per_vcpu:.2f}"
         f" GB per vCPU {holds} the largest SDK worker's {p.worker_gb:.2f} GB)",
-        f"  workers = ceil(vCPU-hours / (target hours x vCPUs)) = ceil({p.vcpu_hours:,.1f} /"
+        f"  workers = ceil(vCPU-hours / (target hours x vCPUs)) = ceil({p.vcpu_hours:,.2f} /"
         f" ({p.target_hours:g} x {p.vcpus})) = {p.workers:,}",
         f"  hours = vCPU-hours / (workers x vCPUs) = {p.hours:,.2f}",
         f"  dollars = vCPU-hours x (${VCPU_HOUR_USD} + {per_vcpu:.2f} GB x ${GB_HOUR_USD})"
         f" + shuffle GB x ${SHUFFLE_GB_USD} = ${p.dollars:,.2f}",
         f"dataflow: {p.workers:,} x {p.machine_type} for {p.hours:,.2f} h,"
-        f" {p.vcpu_hours:,.1f} vCPU-hours, ${p.dollars:,.2f} at list price",
+        f" {p.vcpu_hours:,.2f} vCPU-hours, ${p.dollars:,.2f} at list price",
         f"prices: Dataflow batch list prices, us-central1, as of {PRICES_AS_OF}"
         " (sampler/tools/placement_cost.py); left out: worker start-up (3-5 min a job),"
         " Persistent Disk, autoscaling",
