@@ -154,6 +154,37 @@ def test_estimate_from_run_prints_the_job_and_its_formula(tmp_path, capsys):
     assert "vCPU-hours = seeds x CPU-s per subgraph" in out and "as of 2026-" in out
 
 
+def _block(subgraphs: int, cpu: float, output: int, shuffle: int) -> dict:
+    return {**COST, "subgraphs": subgraphs, "worker_cpu_seconds": cpu, "output_bytes": output,
+            "shuffle_bytes": shuffle, "cpu_seconds_per_subgraph": cpu / subgraphs,
+            "output_bytes_per_subgraph": output / subgraphs,
+            "shuffle_bytes_per_subgraph": shuffle / subgraphs}  # fmt: skip
+
+
+def test_a_baseline_run_takes_the_fixed_costs_out(tmp_path, capsys):
+    """Two runs of 2,000 and 10,000 subgraphs at 5 CPU-s fixed + 1 CPU-ms each: the projection
+    uses the 1 CPU-ms, not the 10,000-run's 1.5; a baseline with as many subgraphs is one line."""
+    big, small = _block(10_000, 15.0, 10**9, 10**6), _block(2_000, 7.0, 2 * 10**8, 2 * 10**5)
+    got = run_cost.marginal(big, small)
+    assert got["cpu_seconds_per_subgraph"] == pytest.approx(0.001)
+    assert got["fixed_cpu_seconds"] == pytest.approx(5.0)
+    assert got["output_bytes_per_subgraph"] == pytest.approx(1e5)
+    assert got["shuffle_bytes_per_subgraph"] == pytest.approx(100)
+    paths = []
+    for name, block in (("big", big), ("small", small)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "run_summary.json").write_text(json.dumps({"cost": block}))
+        paths.append(str(tmp_path / name))
+    argv = ["--from_run", paths[0], "--baseline_run", paths[1], "--num_seeds", "3600000"]
+    assert estimate_cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "= 1.000 CPU-ms, fixed 5.0 CPU-s" in out and " 1.00 vCPU-hours" in out, out
+    argv = ["--from_run", paths[1], "--baseline_run", paths[0], "--num_seeds", "10"]
+    assert estimate_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--baseline_run: 10,000 subgraphs, not fewer" in err[0], err
+
+
 @pytest.mark.parametrize(
     "content, argv, message",
     [

@@ -16,7 +16,8 @@ Python on Dataflow runs one SDK process per vCPU, so a machine type holds the ru
 memory per vCPU holds the largest SDK worker's peak RSS (measured on the run's graph: a
 larger graph needs the placement model, sampler/tools/placement_cost.py, or a `sharded` run
 bounded by --worker_memory_mb). The CPU per subgraph of the run includes its fixed costs
-(start-up, reading and building the graph), so a small run overstates it. Left out: Dataflow's
+(start-up, reading and building the graph), so a small run overstates it; `marginal` takes
+them out with a second run on fewer seeds. Left out: Dataflow's
 worker start-up (3-5 minutes per job), Persistent Disk, and autoscaling. The prices are those
 of sampler/tools/placement_cost.py (PRICES_AS_OF).
 """
@@ -86,6 +87,33 @@ def pick_machine(worker_gb: float) -> str:
         if gb / vcpus >= worker_gb:
             return name
     return DEFAULT_MACHINES[-1]
+
+
+def marginal(cost: dict, baseline: dict) -> dict:
+    """`cost` with what one more subgraph costs, from a second run of the same graph, spec,
+    placement and runner on fewer seeds (`baseline`): CPU, record and shuffled bytes per
+    subgraph = (the run's - the baseline's) / (their subgraphs' difference), so that the fixed
+    costs (start-up, the graph's build) drop out; `fixed_cpu_seconds` is what they were."""
+    extra = cost["subgraphs"] - baseline["subgraphs"]
+    if extra <= 0:
+        raise UserError(
+            f"--baseline_run: {baseline['subgraphs']:,} subgraphs, not fewer than the run's"
+            f" {cost['subgraphs']:,}; give the run on fewer seeds as --baseline_run"
+        )
+    cpu = (cost["worker_cpu_seconds"] - baseline["worker_cpu_seconds"]) / extra
+    if cpu <= 0:
+        raise UserError(
+            "--baseline_run: the run's CPU does not grow with its seeds over the baseline's;"
+            " compare runs of the same graph, spec, placement and runner"
+        )
+    out = {**cost, "cpu_seconds_per_subgraph": cpu}
+    for total, per in (
+        ("output_bytes", "output_bytes_per_subgraph"),
+        ("shuffle_bytes", "shuffle_bytes_per_subgraph"),
+    ):
+        out[per] = max(0.0, (cost[total] - baseline[total]) / extra)
+    out["fixed_cpu_seconds"] = baseline["worker_cpu_seconds"] - baseline["subgraphs"] * cpu
+    return out
 
 
 def project(
