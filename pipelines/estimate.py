@@ -20,6 +20,10 @@
    type that holds it, vCPU-hours, shuffle GB and a list-price cost, from the rates this
    project measured (sampler/tools/placement_cost.py, docs/dataflow.md).
 
+From a run (--from_run DIR/run_summary.json --num_seeds N ...): a Dataflow job projected from
+what a measured run's subgraphs cost (pipelines/estimate_run.py, sampler/tools/run_cost.py);
+`python -m pipelines.estimate --from_run X --help` lists its flags.
+
 Link seeds (a symmetric_link_seed_op, --seed_edge_set E): the records are the seed edges (every
 edge of E, or the rows of --input_seeds) times 1 + --negatives_per_seed. The probe samples
 --probe_seeds seed edges (a uniform sample of E, or of the table's rows) and as many negatives
@@ -37,7 +41,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from pipelines import cli, flags
+from pipelines import cli, estimate_run, flags
 from pipelines.outputs import tool_outputs
 from pipelines.reporting import accounting
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
@@ -55,6 +59,8 @@ from sampler.tools.sharded_bound import sharded_flags
 
 
 def parse_args(argv):
+    if estimate_run.wanted(argv):  # the other mode: a projection from a measured run
+        return estimate_run.parse_args(argv)
     parser = argparse.ArgumentParser(
         prog="python -m pipelines.estimate",
         description=__doc__,
@@ -171,6 +177,8 @@ def _timed(plan):
 
 
 def main_body(argv) -> int:
+    if estimate_run.wanted(argv):
+        return estimate_run.main_body(argv)
     args = parse_args(argv)
     graph = load_graph(args.graph_schema)
     plan = make_plan(

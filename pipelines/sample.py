@@ -21,6 +21,7 @@ from google.protobuf import text_format
 
 from pipelines import sample_in_memory
 from pipelines.reporting import accounting
+from pipelines.reporting import cost as run_cost
 from pipelines.runtime.interrupts import check_interrupted
 from pipelines.runtime.runner import new_pipeline, note_output, output_shards, run_main, submit
 from pipelines.sample_config import SampleConfig, check_link_flags, check_numbers, parse_args
@@ -310,8 +311,10 @@ def main_body(argv) -> None:
         used = sample_resources(job.pipeline, result, config, counters)
         for line in resource_lines(used, used and used.get("output_bytes")):
             print(line)
+        cost = used and run_cost.beam_cost(used, counters.get("subgraphs", 0), used["output_bytes"])
+        seconds = time.time() - start
         write_run_summary(
-            argv, config, counters, job.output_dir, time.time() - start, issues, resources=used
+            argv, config, counters, job.output_dir, seconds, issues, resources=used, cost=cost
         )
         inputs = accounting.input_files(job.graph, config.sampling_spec, config.input_seeds)
         accounting.write_manifest(job.output_dir, owned_outputs(config), inputs)
@@ -330,23 +333,26 @@ def completing(output_dir: str, config: SampleConfig):
 
 def sample_resources(pipeline, result, config: SampleConfig, counters) -> dict | None:
     """pipelines.reporting.resources' figures, with the output's bytes and shuffle bytes per subgraph."""
-    from apache_beam.io.filesystems import FileSystems
-
     from pipelines.reporting.resources import run_resources
 
     used = run_resources(pipeline)
     if used is None:
         return None
-    prefix = output_shards(config.output_samples)[0]
-    matched = FileSystems.match([prefix + "*"])[0].metadata_list
-    output = sum(f.size_in_bytes for f in matched if re.fullmatch(
-        owned_outputs(config)[0], f.path.rsplit("/", 1)[-1]))  # fmt: skip
+    output = samples_bytes(config)
     subgraphs = counters.get("subgraphs", 0)
     return {
         **used,
         "output_bytes": output,
         "shuffle_bytes_per_subgraph": round(used["shuffle_bytes"] / subgraphs) if subgraphs else 0,
     }
+
+
+def samples_bytes(config: SampleConfig) -> int:
+    """The bytes of the sample shards this run wrote, as they lie on disk (or GCS)."""
+    prefix = output_shards(config.output_samples)[0]
+    shards = re.compile(owned_outputs(config)[0])
+    found = files.stat_files([prefix + "*"])
+    return sum(size for path, size, _ in found if shards.fullmatch(path.rsplit("/", 1)[-1]))
 
 
 def remove_partial_samples(output_dir: str, config: SampleConfig) -> None:
@@ -363,11 +369,23 @@ def remove_interrupted_run(output_dir: str, config: SampleConfig) -> None:
 
 
 def write_run_summary(
-    argv, args, counters, output_dir: str, seconds: float, issues, resources=None, stages=None
+    argv,
+    args,
+    counters,
+    output_dir: str,
+    seconds: float,
+    issues,
+    resources=None,
+    stages=None,
+    cost=None,
 ) -> None:
     """run_summary.json beside the samples, written last (see pipelines.reporting.accounting);
-    `stages`: the seconds of each stage of an in-memory run (pipelines.reporting.stage_clock)."""
+    `stages`: the seconds of each stage of an in-memory run (pipelines.reporting.stage_clock);
+    `cost`: what a subgraph cost (pipelines.reporting.cost), also printed as one line."""
     sections = {"stages": stages} if stages is not None else {}
+    line = run_cost.cost_line(cost)
+    if line:
+        print(line)
     data = accounting.summary(
         argv,
         args,
@@ -376,6 +394,7 @@ def write_run_summary(
         samples=accounting.sample_accounting(counters),
         graph_issues=issues,
         resources=resources,
+        cost=cost,
         **sections,
     )
     print(f"summary: {accounting.write_run_summary(output_dir, data)}")
@@ -412,8 +431,17 @@ def main_in_memory(loaded: Loaded, start: float) -> None:
         print(clock.line())
         seconds = time.time() - start
         summary = clock.summary()
+        subgraphs = counters.get("subgraphs", 0)
+        cost = run_cost.in_process_cost(subgraphs, samples_bytes(config), "InMemory")
         write_run_summary(
-            argv_of(config), config, counters, output_dir, seconds, issues, stages=summary
+            argv_of(config),
+            config,
+            counters,
+            output_dir,
+            seconds,
+            issues,
+            stages=summary,
+            cost=cost,
         )
         inputs = accounting.input_files(graph, config.sampling_spec, config.input_seeds)
         accounting.write_manifest(output_dir, owned_outputs(config), inputs)

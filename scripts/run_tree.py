@@ -7,7 +7,8 @@ descendant (runner, fork server, SDK workers) is reaped here, orphaned or not, a
 getrusage(RUSAGE_CHILDREN) holds the CPU of all of them. Reports: wall; CPU-s (user + system)
 of the tree; maxrss_mb, the largest single process; tree_peak_mb, the largest sum of RSS over
 the tree, polled every 0.1 s (pages shared by processes count once per process); out_mb, the
-bytes of the files OUT_GLOB matches (MB = 10^6 bytes) and out_mb per CPU-s; the CLI's `cpu:` line.
+bytes of the files OUT_GLOB matches (MB = 10^6 bytes) and out_mb per CPU-s; the CLI's `cpu:` and
+`cost:` lines.
 """
 
 import ctypes
@@ -71,6 +72,7 @@ def main(label: str, out_glob: str, cwd: str, cmd: list[str]) -> dict:
         "out_mb": round(out_mb, 1),
         "mb_per_cpu": round(out_mb / cpu, 1) if out_mb else None,
         "cli_cpu": [line.strip() for line in lines if line.strip().startswith("cpu:")],
+        "cli_cost": [line.strip() for line in lines if line.strip().startswith("cost:")],
         "load": os.getloadavg()[0],
     }
 

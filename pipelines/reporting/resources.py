@@ -8,7 +8,9 @@ For sizing a Dataflow job from a local run (run_summary.json's `resources` secti
   RSS of the largest SDK worker process (the largest reaped child, `getrusage`): the figure a
   Dataflow worker needs. In-process runs have no worker processes (null).
 - `shuffle_bytes`: the encoded bytes written to every GroupByKey, exactly as the runner
-  received them from the workers' data channel; `shuffle_by_step` lists the largest.
+  received them from the workers' data channel; `shuffle_by_step` lists the largest, and
+  `shuffle_by_op` adds up those of each sampling op's steps (`.../Op/<op>/...`: the
+  `sharded` placement's joins, hop by hop).
 - `side_input_bytes`: the encoded bytes of the PCollections read as side inputs (the `worker`
   placement's graph, the `topology` placement's topology); every worker reads them whole.
 - `stage_bytes`: every byte that crossed from one fused stage to another (shuffles, side
@@ -46,6 +48,7 @@ from pipelines.reporting.process_cpu import descendants_cpu_seconds
 GROUP_BY_KEY = common_urns.primitives.GROUP_BY_KEY.urn
 PAR_DO = common_urns.primitives.PAR_DO.urn
 TOP_STEPS = 8
+OP_STEP = re.compile(r"(?:^|/)Op/([^/]+)/")  # a sampling op's steps (the `sharded` placement)
 
 _BUFFER_ID = "_beam_graph_buffer_id"
 _lock = threading.Lock()
@@ -193,7 +196,8 @@ def _side_inputs(pipeline_proto) -> set[str]:
 
 
 def stage_bytes(pipeline_proto, buffer_bytes: dict[bytes, int]) -> dict:
-    """{shuffle_bytes, shuffle_by_step, side_input_bytes, stage_bytes} of a local run."""
+    """{shuffle_bytes, shuffle_by_step, shuffle_by_op, side_input_bytes, stage_bytes} of a
+    local run."""
     transforms = pipeline_proto.components.transforms
     side_inputs = _side_inputs(pipeline_proto)
     by_step: dict[str, int] = collections.Counter()
@@ -206,9 +210,15 @@ def stage_bytes(pipeline_proto, buffer_bytes: dict[bytes, int]) -> dict:
         elif kind == "materialize" and name in side_inputs:
             side += size
     top = sorted(by_step.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_STEPS]
+    by_op: dict[str, int] = collections.Counter()
+    for step, size in by_step.items():
+        op = OP_STEP.search(step)
+        if op:
+            by_op[op.group(1)] += size
     return {
         "shuffle_bytes": sum(by_step.values()),
         "shuffle_by_step": dict(top),
+        "shuffle_by_op": dict(by_op),
         "side_input_bytes": side,
         "stage_bytes": sum(buffer_bytes.values()),
     }

@@ -58,6 +58,9 @@ TOPOLOGY_WORKING_SET_GB = 0.6  # topology's working set above worker's (see abov
 SHARDED_WORKING_SET_GB = 1.8  # sharded's frontier and bucket pieces (see above)
 SHUFFLE_PER_OUTPUT = {"worker": 0.1, "topology": 1.0, "sharded": 2.2}
 TIME_FACTOR = {"worker": 1.0, "topology": 1.4, "sharded": 4.6}
+# Dataflow batch list prices (us-central1) as of the date they were written down here; not
+# checked against the pricing page since (this project's machines have no network).
+PRICES_AS_OF = "2026-11-23"
 VCPU_HOUR_USD = 0.056
 GB_HOUR_USD = 0.003557
 SHUFFLE_GB_USD = 0.011
