@@ -92,12 +92,6 @@ def sample_graph_tensors(
             " temporal_seed) run on --graph_placement worker or topology and --runner InMemory"
             " so far"
         )
-    node_times = [op.name for op in plan.ops if op.temporal and op.temporal.node_time]
-    if node_times and options.placement == "sharded":
-        raise UserError(
-            f"--graph_placement sharded: op '{node_times[0]}' has temporal.node_time_feature,"
-            " which runs on --graph_placement worker or topology and --runner InMemory so far"
-        )
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
     read_graph = ReadGraph(
