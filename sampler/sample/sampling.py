@@ -92,6 +92,25 @@ def sample_frontier_temporal(
     )
 
 
+def sample_op(adjacency: Adjacency, frontier: SampleNodes, op, kind, randomness) -> SampledEdges:
+    """One op of the `sharded` placement over a frontier (unique, as SampleNodes.unique leaves
+    it; `frontier.time`: a temporal spec's seed times, `kind` their kind): a temporal op picks
+    among the eligible edges, an untimed one among all and passes the seed times on."""
+    if op.temporal is not None:
+        return sample_frontier_temporal(
+            adjacency, frontier, frontier.time, op=op, kind=kind, randomness=randomness
+        )
+    edges = sample_frontier(
+        adjacency,
+        frontier,
+        sample_size=op.sample_size,
+        strategy=op.strategy,
+        op_key=op.key,
+        randomness=randomness,
+    )
+    return edges if frontier.time is None else with_seed_times(edges, frontier)
+
+
 def with_seed_times(edges: SampledEdges, frontier: SampleNodes) -> SampledEdges:
     """`edges` sampled from `frontier` (sorted by sample, as `unique` leaves it), each with
     the seed time of its sample: how an untimed op of a temporal spec passes it on."""

@@ -49,7 +49,7 @@ from sampler.sample import link, link_sharded, temporal
 from sampler.sample.encode import encode_specs
 from sampler.sample.plan import Op, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import sample_frontier, sample_frontier_temporal, with_seed_times
+from sampler.sample.sampling import sample_op
 from sampler.schema import GraphInfo
 
 LINKS = "links"  # the shuffle kind of LinkExamples sent to their bucket
@@ -254,29 +254,9 @@ class _SampleLinkOp(beam.DoFn):
         if adjacency is None or len(frontier) == 0:
             return
         self._frontier.update(len(frontier))
-        op = self._op
         nodes = frontier.nodes()
-        if op.temporal is not None:
-            edges = sample_frontier_temporal(
-                adjacency,
-                nodes,
-                frontier.time,
-                op=op,
-                kind=self._kind,
-                randomness=self._randomness,
-            )
-        else:
-            edges = sample_frontier(
-                adjacency,
-                nodes,
-                sample_size=op.sample_size,
-                strategy=op.strategy,
-                op_key=op.key,
-                randomness=self._randomness,
-            )
-            if frontier.time is not None:
-                nodes.time = frontier.time
-                edges = with_seed_times(edges, nodes)
+        nodes.time = frontier.time
+        edges = sample_op(adjacency, nodes, self._op, self._kind, self._randomness)
         pairs = link_sharded.SeedPairs(frontier.sample, frontier.source, frontier.target)
         if self._orientation is not None:
             edges = link_sharded.drop_seed_edges(edges, self._orientation, pairs)
