@@ -87,6 +87,9 @@ class EdgeBatch:
     src: np.ndarray  # uint64
     dst: np.ndarray  # uint64
     features: dict[str, np.ndarray]
+    # The `sharded` placement: node time feature -> each edge's target's time (the temporal
+    # ops' node times, joined where the dangling edges are dropped); not a feature.
+    target_times: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -101,15 +104,25 @@ class EdgeBatch:
         return cls(src, dst, feats)
 
     def take(self, index: np.ndarray) -> EdgeBatch:
-        return EdgeBatch(self.src[index], self.dst[index], take_features(self.features, index))
+        times = None if self.target_times is None else take_features(self.target_times, index)
+        return EdgeBatch(
+            self.src[index], self.dst[index], take_features(self.features, index), times
+        )
 
     @classmethod
     def concat(cls, parts: list[EdgeBatch], specs: dict[str, FeatureSpec]) -> EdgeBatch:
         empty = np.zeros(0, np.uint64)
+        times = None
+        if parts and parts[0].target_times is not None:
+            times = {
+                name: np.concatenate([p.target_times[name] for p in parts])
+                for name in parts[0].target_times
+            }
         return cls(
             np.concatenate([p.src for p in parts]) if parts else empty,
             np.concatenate([p.dst for p in parts]) if parts else empty,
             concat_features([p.features for p in parts], specs),
+            times,
         )
 
 

@@ -8,7 +8,6 @@ the statistic is the same number on every run.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
@@ -295,32 +294,36 @@ def test_the_placements_write_the_in_memory_records(in_memory_run, placement):
     assert re.search(r'key: "seed_time"\s+value \{\s+dtype: DT_INT64', schema_text)
 
 
-def test_sharded_writes_the_in_memory_records(in_memory_run, capsys):
-    """`sharded` carries each seed's time with its frontier rows; node times it refuses."""
-    tmp_path, schema, _, seeds, _, _ = in_memory_run
-    spec = tmp_path / "no_node_time.pbtxt"
-    spec.write_text(SPEC.replace('node_time_feature: "year" most_recent', "most_recent"))
-    ops = [dataclasses.replace(op, node_time=None) for op in CHECKED]
-    records = {}
-    for placement in ("InMemory", "sharded"):
-        flags = (
-            ["--runner", "InMemory"]
-            if placement == "InMemory"
-            else ["--graph_placement", "sharded"]
-        )
-        out = str(tmp_path / f"{placement}_no_node_time" / "samples")
-        records[placement] = _run(tmp_path, schema, str(spec), out, "--input_seeds", seeds, *flags)
-    assert records["sharded"] == records["InMemory"]
+def test_sharded_writes_the_in_memory_records(in_memory_run):
+    """`sharded` carries each seed's time with its frontier rows, and each edge of an op with
+    a node time carries its target's time in its adjacency shard: the same records."""
+    tmp_path, schema, spec, seeds, records, _ = in_memory_run
+    out = str(tmp_path / "sharded" / "samples")
+    got = _run(tmp_path, schema, spec, out, "--input_seeds", seeds, "--graph_placement", "sharded")
+    assert got == records
     checker = Checker(*_tables(tmp_path))
-    for record in records["sharded"]:
-        checker.check(record, "paper", "year", ops)
+    for record in got:
+        checker.check(record, "paper", "year", CHECKED)
     assert abs(checker.uniform_z()[0]) < 4
-    capsys.readouterr()
-    argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--output_samples",
-            str(tmp_path / "refused" / "s"), "--graph_placement", "sharded"]  # fmt: skip
-    assert sample_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "node_time_feature" in err[0], err
+
+
+def test_sharded_node_times_of_float_kind(tmp_path):
+    """Float node times (float32 on the adjacency shard), NaN and dangling targets included:
+    `sharded` writes the in-memory records."""
+    schema, nodes, edges = _write(tmp_path, "float")
+    authors = pq.read_table(nodes["author"]).to_pydict()
+    authors["year"][3] = float("nan")  # never eligible
+    pq.write_table(pa.table(authors), nodes["author"])
+    written = pq.read_table(edges["written"][0]).to_pydict()
+    for column, value in (("#source", "p0"), ("#target", "a99"), ("year", 1999.0)):
+        written[column].append(value)  # a target not in its node set: dropped everywhere
+    pq.write_table(pa.table(written), edges["written"][0])
+    spec = _spec(tmp_path)
+    records = {}
+    runs = {"mem": ["--runner", "InMemory"], "sharded": ["--graph_placement", "sharded"]}
+    for name, flags in runs.items():
+        records[name] = _run(tmp_path, schema, spec, str(tmp_path / name / "samples"), *flags)
+    assert records["sharded"] == records["mem"] and len(records["mem"]) == PAPERS
 
 
 def test_float_times_pass_the_checker(tmp_path):

@@ -5,6 +5,10 @@ samples by time."""
 
 from __future__ import annotations
 
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines import sample as sample_cli
@@ -23,6 +27,7 @@ sampling_ops { op_name: "cited" input_op_names: "seed" edge_set_name: "cites" sa
 sampling_ops { op_name: "recent" input_op_names: "seed" edge_set_name: "written" sample_size: 2
   temporal { edge_time_feature: "year" most_recent: true } }
 """
+COUNTED = ("seeds_without_time", "seeds_not_in_node_set", "subgraphs")
 OPS = [
     Op("cites", 4, "any", "year", strict=True, first_hop=False),
     Op("written", 2, "any", "year", strict=True, first_hop=False),
@@ -84,23 +89,50 @@ def test_link_placements_write_the_in_memory_records(link_graph, in_memory_links
     assert got == in_memory_links
 
 
-def test_sharded_refuses_temporal_link_seeds_in_one_line(link_graph, capsys):
+def test_sharded_writes_the_in_memory_link_records(link_graph, in_memory_links):
+    """`sharded` finds each seed's time on its source's shard of the seed edge set and carries
+    it with the examples (a negative its positive's) and their frontier rows."""
     tmp_path, schema, spec = link_graph
-    argv = [
-        "--graph_schema",
-        schema,
-        "--sampling_spec",
-        spec,
-        "--seed_edge_set",
-        "cites",
-        "--output_samples",
-        str(tmp_path / "sharded" / "s"),
-        "--graph_placement",
-        "sharded",
-    ]
-    assert sample_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temporal link seeds" in err[0], err
+    got = _run(schema, spec, str(tmp_path / "sharded" / "samples"), "--graph_placement", "sharded")
+    assert sorted(got) == sorted(in_memory_links)  # the order within a file may differ
+    checker = Checker(*_tables(tmp_path))
+    for record in got:
+        checker.check_link(record, "cites", "year", OPS)
+
+
+def test_sharded_link_seed_times_of_parallel_edges_and_non_edges(tmp_path):
+    """Repeats of a pair take its parallel edges' times in canonical order (the last when
+    fewer), a pair that is no edge has no time, a missing endpoint is not in its node set;
+    with node times on an op: `sharded` writes the in-memory records and counts the same."""
+    schema, _, edges = _write(tmp_path)
+    cites = pq.read_table(edges["cites"][0]).to_pydict()
+    first = (cites["#source"][0], cites["#target"][0])
+    for year, weight in ((2003, 0.5), (2009, 0.25)):  # two more parallel edges of `first`
+        row = {"#source": first[0], "#target": first[1], "year": year, "weight": weight}
+        for column, value in row.items():
+            cites[column].append(value)
+    pq.write_table(pa.table(cites), edges["cites"][0])
+    edge_pairs = set(zip(cites["#source"], cites["#target"], strict=True))
+    papers = [f"p{i}" for i in range(40)]
+    no_edge = next((a, b) for a in papers for b in papers if (a, b) not in edge_pairs)
+    pairs = [first] * 5 + [no_edge, ("p1", "nobody"), (cites["#source"][5], cites["#target"][5])]
+    seeds = tmp_path / "seeds.parquet"
+    columns = {"#source": [a for a, _ in pairs], "#target": [b for _, b in pairs]}
+    pq.write_table(pa.table(columns), seeds)
+    spec = tmp_path / "spec.pbtxt"
+    recent = 'edge_time_feature: "year" most_recent'
+    spec.write_text(
+        LINK_SPEC.replace(recent, f'node_time_feature: "year" strictly_before: false {recent}')
+    )
+    got = {}
+    runs = {"mem": ["--runner", "InMemory"], "sharded": ["--graph_placement", "sharded"]}
+    for name, flags in runs.items():
+        out = tmp_path / name
+        records = _run(schema, str(spec), str(out / "samples"), "--input_seeds", str(seeds), *flags)
+        counters = json.loads((out / "run_summary.json").read_text())["counters"]
+        got[name] = sorted(records), {c: counters.get(c) for c in COUNTED}
+    assert got["sharded"] == got["mem"]
+    assert got["mem"][1] == {"seeds_without_time": 1, "seeds_not_in_node_set": 1, "subgraphs": 12}
 
 
 def test_link_seed_time_fields_are_checked(link_graph):

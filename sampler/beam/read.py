@@ -17,6 +17,7 @@ from sampler.batches import EdgeBatch, NodeBatch, bytes_array
 from sampler.graph_checks import edge_shape_counts
 from sampler.io import graph_tables, readers
 from sampler.node_table import NodeTable, build_node_table
+from sampler.sample import temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency
 from sampler.sample.plan import WEIGHT_FEATURE, SamplingPlan
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
@@ -249,19 +250,23 @@ class DropDanglingEdges(beam.PTransform):
     """Keeps the edges whose endpoint at `end` ('src' or 'dst') is in its node set; counts the rest.
 
     The in-memory and `worker` paths drop the same edges when they build the graph
-    (sampler.sample.dense.densify), so every placement samples from the same edges.
+    (sampler.sample.dense.densify), so every placement samples from the same edges. With
+    `times` (node time features of the target set; `end` 'dst'), each kept edge carries its
+    target's times (EdgeBatch.target_times) for the temporal ops that read them.
     """
 
-    def __init__(self, info: EdgeSetInfo, end: str, num_shards: int):
+    def __init__(self, info: EdgeSetInfo, end: str, num_shards: int, times: tuple = ()):
         super().__init__()
         self._info = info
         self._end = end
         self._num_shards = num_shards
+        self._times = times
 
     class _Keep(beam.DoFn):
-        def __init__(self, info: EdgeSetInfo, end: str):
+        def __init__(self, info: EdgeSetInfo, end: str, times: tuple):
             self._info = info
             self._end = end
+            self._times = times
             self._dropped = Metrics.counter(NAMESPACE, f"edges_with_missing_endpoint/{info.name}")
 
         def process(self, shard_groups):
@@ -272,17 +277,22 @@ class DropDanglingEdges(beam.PTransform):
                 return
             found = np.zeros(len(edges), dtype=bool)
             if tables:
-                found = tables[0].lookup(getattr(edges, self._end))[1]
+                rows, found = tables[0].lookup(getattr(edges, self._end))
             self._dropped.inc(int((~found).sum()))
             if found.any():
-                yield edges.take(np.flatnonzero(found))
+                kept = np.flatnonzero(found)
+                edges = edges.take(kept)
+                if self._times:
+                    features = tables[0].rows.features
+                    edges.target_times = {f: features[f][rows[kept]] for f in self._times}
+                yield edges
 
     def expand(self, inputs: EdgesAndTables):
         keyed = inputs.edges | "ByShard" >> beam.ParDo(_SplitByShard(self._num_shards, self._end))
         return (
             {"edges": keyed, "table": inputs.tables}
             | "Join" >> beam.CoGroupByKey()
-            | "Keep" >> beam.ParDo(self._Keep(self._info, self._end))
+            | "Keep" >> beam.ParDo(self._Keep(self._info, self._end, self._times))
         )
 
 
@@ -349,6 +359,7 @@ class ReadGraph(beam.PTransform):
         adjacency = {}
         seed_pairs = None
         link = self._plan.link if self._plan is not None else None
+        target_times = temporal.target_time_features(self._plan) if self._plan is not None else {}
         if self._drop_dangling and link is not None:
             seed_pairs = edges[link.edge_set] | "SeedEdgePairs" >> beam.Map(
                 lambda e: (e.src, e.dst)
@@ -361,7 +372,7 @@ class ReadGraph(beam.PTransform):
                 )
                 known = EdgesAndTables(edges[name], tables[info.target])
                 edges[name] = known | f"KnownTargets/{name}" >> DropDanglingEdges(
-                    info, "dst", num_shards
+                    info, "dst", num_shards, target_times.get(name, ())
                 )
             # Without drop_dangling the edges are final only once the worker drops them
             # (sampler.beam.sample.on_workers.SampleOnWorkers counts them there).

@@ -32,6 +32,8 @@ class Adjacency:
     edge_keys: np.ndarray  # uint64 hash of (source, target, rank among parallel edges)
     features: dict[str, np.ndarray]  # in the same order as targets
     weights: np.ndarray | None  # float64 'weight' feature, when a strategy needs it
+    # node time feature -> each edge's target's time (EdgeBatch.target_times), same order
+    target_times: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def num_edges(self) -> int:
@@ -65,7 +67,9 @@ def _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys) 
     weights = None
     if weight_feature is not None:
         weights = np.asarray(features[weight_feature], dtype=np.float64).reshape(n)
-    return Adjacency(nodes, starts.astype(np.int64), degrees, targets, edge_keys, features, weights)
+    times = take_features(edges.target_times or {}, order)
+    starts = starts.astype(np.int64)
+    return Adjacency(nodes, starts, degrees, targets, edge_keys, features, weights, times)
 
 
 def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
@@ -91,6 +95,10 @@ def merge_adjacency(shards: list[Adjacency], specs) -> Adjacency:
         np.concatenate([a.edge_keys for a in shards]),
         concat_features([a.features for a in shards], specs),
         weights,
+        {
+            name: np.concatenate([a.target_times[name] for a in shards])
+            for name in shards[0].target_times
+        },
     )
 
 

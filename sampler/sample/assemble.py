@@ -81,8 +81,9 @@ def assemble_chunks(
     yield from chunks_of(out.seeds, out.node_rows, out.edge_rows, kept, chunk_size)
 
 
-def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int):
-    """The samples `kept` of an assembled bucket (see `assembled`) as SubgraphChunks."""
+def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int, times=None):
+    """The samples `kept` of an assembled bucket (see `assembled`) as SubgraphChunks; `times`:
+    a temporal spec's seed time per sample (the chunks' seed_times), when known here."""
     for start in range(0, len(kept), chunk_size):
         part = kept[start : start + chunk_size]
         chunk_nodes = {}
@@ -97,7 +98,10 @@ def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: 
                 {f: col[index] for f, col in features.items()},
                 part_bounds,
             )
-        yield SubgraphChunk(seeds.sample_id[part], seeds.seed_id[part], chunk_nodes, chunk_edges)
+        chunk_times = None if times is None else times[part]
+        yield SubgraphChunk(
+            seeds.sample_id[part], seeds.seed_id[part], chunk_nodes, chunk_edges, chunk_times
+        )
 
 
 def _sample_ranges(bounds: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

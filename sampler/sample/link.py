@@ -163,8 +163,9 @@ def in_sorted_ranges(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarra
     return out
 
 
-def lower_bounds(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The first position of targets[lo[i]:end[i]] (sorted ascending) not below values[i]."""
+def lower_bounds(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray, above=False):
+    """The first position of targets[lo[i]:end[i]] (sorted ascending) not below values[i]
+    (`above`: above values[i])."""
     lo = lo.copy()
     hi = end.copy()
     while True:
@@ -172,7 +173,8 @@ def lower_bounds(targets, lo: np.ndarray, end: np.ndarray, values: np.ndarray) -
         if not active.any():
             break
         mid = (lo + hi) // 2
-        right = active & (targets[np.minimum(mid, len(targets) - 1)] < values)
+        at = targets[np.minimum(mid, len(targets) - 1)]
+        right = active & ((at <= values) if above else (at < values))
         lo = np.where(right, mid + 1, lo)
         hi = np.where(active & ~right, mid, hi)
     return lo
@@ -184,14 +186,20 @@ def link_seed_times(dg, plan, src_rows, dst_rows, occurrence) -> tuple[np.ndarra
     more often than it has edges); not found when the pair is no edge of the seed edge set."""
     adj = dg.adjacency[plan.link.edge_set]
     lo = adj.starts[src_rows]
-    end = lo + adj.degrees[src_rows]
-    first = lower_bounds(adj.targets, lo, end, dst_rows)
+    times = adj.features[plan.seed_time.feature]
+    return pair_times(adj.targets, lo, lo + adj.degrees[src_rows], dst_rows, occurrence, times)
+
+
+def pair_times(targets, lo, end, dst, occurrence, times) -> tuple[np.ndarray, np.ndarray]:
+    """`link_seed_times` on any adjacency: pair i's edges are those of targets[lo[i]:end[i]]
+    (sorted ascending, parallel edges in canonical order) equal to dst[i]; `times` per edge."""
+    first = lower_bounds(targets, lo, end, dst)
     found = first < end
-    found[found] = adj.targets[first[found]] == dst_rows[found]
-    last = lower_bounds(adj.targets, first, end, dst_rows + 1) - 1
+    found[found] = targets[first[found]] == dst[found]
+    last = lower_bounds(targets, first, end, dst, above=True) - 1
     pos = np.minimum(first + occurrence, last)[found]
-    times = np.asarray(adj.features[plan.seed_time.feature])
-    out = np.zeros(len(src_rows), times.dtype)
+    times = np.asarray(times)
+    out = np.zeros(len(dst), times.dtype)
     out[found] = times[pos]
     return out, found
 

@@ -14,6 +14,9 @@ without the whole graph in one process.
 - No leakage: frontier rows carry their sample's pair (`PairNodes`), so an op drops the
   seed edges it chose (`drop_seed_edges`) and does not expand through them; the assembly
   drops them again (node aggregation's induced edges) before `assemble_link_chunks`.
+- Time (a temporal spec): a seed's time is its edge's, found on the source's shard of the
+  seed edge set (`seed_times`, `link.pair_times`); the examples, negatives' requests and
+  frontier rows carry it (`time`), a negative its positive's.
 """
 
 from __future__ import annotations
@@ -31,15 +34,20 @@ from sampler.sample.randomness import Randomness
 
 
 def _take(obj, index):
-    return type(obj)(*(getattr(obj, f.name)[index] for f in dataclasses.fields(obj)))
+    values = (getattr(obj, f.name) for f in dataclasses.fields(obj))
+    return type(obj)(*(None if v is None else v[index] for v in values))
 
 
 def _concat(cls, parts: list, empty):
+    """The parts' fields concatenated (an optional field that the first part lacks: None)."""
     if not parts:
         return empty
-    return cls(
-        *(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(cls))
-    )
+
+    def cat(name):
+        values = [getattr(p, name) for p in parts]
+        return None if values[0] is None else np.concatenate(values)
+
+    return cls(*(cat(f.name) for f in dataclasses.fields(cls)))
 
 
 @dataclasses.dataclass
@@ -50,6 +58,7 @@ class PairNodes:
     node: np.ndarray  # uint64
     source: np.ndarray  # uint64
     target: np.ndarray  # uint64
+    time: np.ndarray | None = None  # a temporal spec's seed time
 
     def __len__(self) -> int:
         return len(self.sample)
@@ -80,6 +89,7 @@ class LinkExamples:
     label: np.ndarray  # int64: 1 positive, 0 negative
     sample_id: np.ndarray  # object array of bytes
     seed_id: np.ndarray  # object array of bytes
+    time: np.ndarray | None = None  # a temporal spec's seed time (a negative: its positive's)
 
     def __len__(self) -> int:
         return len(self.sample)
@@ -98,7 +108,7 @@ class LinkExamples:
 
     def pair_nodes(self, ends: str) -> PairNodes:
         """The frontier of the endpoint(s) `ends` ('source', 'target')."""
-        return PairNodes(self.sample, getattr(self, ends), self.source, self.target)
+        return PairNodes(self.sample, getattr(self, ends), self.source, self.target, self.time)
 
 
 @dataclasses.dataclass
@@ -111,6 +121,7 @@ class NegativeRequests:
     index: np.ndarray  # int64: k of the k-th negative of its positive
     parent_id: np.ndarray  # bytes: the positive's sample id
     prefix: np.ndarray  # bytes: `<escaped source id>->`
+    time: np.ndarray | None = None  # the positive's seed time
 
     def __len__(self) -> int:
         return len(self.sample)
@@ -131,23 +142,48 @@ def endpoint_ids(table, requests: SampleNodes) -> tuple[np.ndarray, np.ndarray]:
     return requests.sample[found], table.rows.ids[index[found]]
 
 
-def _ids_of(samples: np.ndarray, answers: list[tuple[np.ndarray, np.ndarray]]):
+def _ids_of(samples: np.ndarray, answers: list[tuple[np.ndarray, np.ndarray]], empty=None):
+    """(value, found) per sample key of (sample keys, values) answers; `empty`: the values
+    when there is no answer (default: None ids)."""
     keys = np.concatenate([a[0] for a in answers]) if answers else np.zeros(0, np.uint64)
     names = np.concatenate([a[1] for a in answers]) if answers else bytes_array([])
     order = np.argsort(keys, kind="stable")
     keys, names = keys[order], names[order]
     pos = np.minimum(np.searchsorted(keys, samples), max(len(keys) - 1, 0))
     ok = keys[pos] == samples if len(keys) else np.zeros(len(samples), bool)
-    return names[pos] if len(keys) else bytes_array([None] * len(samples)), ok
+    if not len(keys):
+        return (bytes_array([None] * len(samples)) if empty is None else empty), ok
+    return names[pos], ok
 
 
-def positives(seeds: link.LinkSeeds, source_ids: list, target_ids: list, counters) -> LinkExamples:
+def seed_times(adj: Adjacency | None, seeds: link.LinkSeeds, feature: str):
+    """(sample keys, times) of the seeds whose pair is an edge of a shard of the seed edge
+    set (the shard of their sources): the time of their edge (`link.pair_times`)."""
+    if adj is None or len(seeds) == 0:
+        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    start, degree = adj.lookup(seeds.source)
+    times, found = link.pair_times(
+        adj.targets, start, start + degree, seeds.target, seeds.occurrence, adj.features[feature]
+    )
+    return seeds.sample[found], times[found]
+
+
+def positives(
+    seeds: link.LinkSeeds, source_ids: list, target_ids: list, counters, times=None
+) -> LinkExamples:
     """The positive examples of `seeds` whose endpoints were both found (`endpoint_ids`
-    answers of their source and target sets); the others are counted in seeds_not_in_node_set."""
+    answers of their source and target sets); the others are counted in seeds_not_in_node_set.
+    A temporal spec's `times` (`seed_times` answers): of those found, the seeds without a
+    time are counted in seeds_without_time and dropped."""
     a_ids, ok_a = _ids_of(seeds.sample, source_ids)
     b_ids, ok_b = _ids_of(seeds.sample, target_ids)
     found = ok_a & ok_b
     counters["seeds_not_in_node_set"] += int((~found).sum())
+    time = None
+    if times is not None:
+        time, timed = _ids_of(seeds.sample, times, np.zeros(len(seeds), np.int64))
+        counters["seeds_without_time"] += int((found & ~timed).sum())
+        found &= timed
     keep = np.flatnonzero(found)
     seeds = seeds.take(keep)
     pairs = [
@@ -165,6 +201,7 @@ def positives(seeds: link.LinkSeeds, source_ids: list, target_ids: list, counter
         np.ones(len(seeds), np.int64),
         bytes_array(sample_ids),
         bytes_array(pairs),
+        None if time is None else time[keep],
     )
 
 
@@ -206,6 +243,7 @@ def negative_requests(
         index,
         examples.sample_id[parent],
         prefix[parent],
+        None if examples.time is None else examples.time[parent],
     )
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(len(counts) + 1))
@@ -233,6 +271,7 @@ def resolve_negatives(requests: NegativeRequests, fps: np.ndarray, ids: np.ndarr
             ]
         ),
         bytes_array([p + e for p, e in zip(requests.prefix.tolist(), escaped, strict=True)]),
+        requests.time,
     )
 
 
@@ -306,4 +345,5 @@ def assemble_link_chunks(
         NodeBatch(examples.sample, examples.sample_id, {link.LABEL: examples.label}),
         one_each,
     )
-    yield from chunks_of(out.seeds, node_rows, edge_rows, np.flatnonzero(out.has_seed), chunk_size)
+    kept = np.flatnonzero(out.has_seed)
+    yield from chunks_of(out.seeds, node_rows, edge_rows, kept, chunk_size, examples.time)

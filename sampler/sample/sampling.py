@@ -64,16 +64,22 @@ def sample_frontier_temporal(
     kind: str,
     randomness: Randomness,
 ) -> SampledEdges:
-    """`sample_frontier` of a temporal op (without node times): each frontier row picks
-    among its out-edges eligible at `seed_time` (one per row), as the dense sampler does
-    (sampler.sample.temporal_dense), with the same streams."""
+    """`sample_frontier` of a temporal op: each frontier row picks among its out-edges
+    eligible at `seed_time` (one per row), as the dense sampler does
+    (sampler.sample.temporal_dense), with the same streams. An op with a node time reads its
+    targets' times from `adjacency.target_times`, one per edge."""
     start, degree = adjacency.lookup(frontier.node)
     live = np.flatnonzero(degree > 0)
     sample, node = frontier.sample[live], frontier.node[live]
     rows = np.arange(len(live), dtype=np.int64)
-    graph = (start[live], degree[live], adjacency.targets.view(np.int64), node)
+    targets, node_times = adjacency.targets.view(np.int64), None
+    if op.temporal.node_time is not None:  # the kernels read node_times[targets[e]]
+        targets = np.arange(adjacency.num_edges, dtype=np.int64)
+        node_times = adjacency.target_times[op.temporal.node_time]
+    graph = (start[live], degree[live], targets, node)
+    frontier_rows = (rows, rows.copy())
     bounds, positions, _ = temporal_dense.picks(
-        op, (rows, rows.copy()), graph, adjacency, None, sample, randomness, seed_time[live], kind
+        op, frontier_rows, graph, adjacency, node_times, sample, randomness, seed_time[live], kind
     )
     rows = np.repeat(rows, np.diff(bounds))
     return SampledEdges(
@@ -84,6 +90,25 @@ def sample_frontier_temporal(
         features=take_features(adjacency.features, positions),
         time=seed_time[live][rows],
     )
+
+
+def sample_op(adjacency: Adjacency, frontier: SampleNodes, op, kind, randomness) -> SampledEdges:
+    """One op of the `sharded` placement over a frontier (unique, as SampleNodes.unique leaves
+    it; `frontier.time`: a temporal spec's seed times, `kind` their kind): a temporal op picks
+    among the eligible edges, an untimed one among all and passes the seed times on."""
+    if op.temporal is not None:
+        return sample_frontier_temporal(
+            adjacency, frontier, frontier.time, op=op, kind=kind, randomness=randomness
+        )
+    edges = sample_frontier(
+        adjacency,
+        frontier,
+        sample_size=op.sample_size,
+        strategy=op.strategy,
+        op_key=op.key,
+        randomness=randomness,
+    )
+    return edges if frontier.time is None else with_seed_times(edges, frontier)
 
 
 def with_seed_times(edges: SampledEdges, frontier: SampleNodes) -> SampledEdges:

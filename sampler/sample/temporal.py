@@ -173,6 +173,16 @@ def time_features(plan) -> dict[str, tuple[str, ...]]:
     return {name: tuple(sorted(names)) for name, names in out.items()}
 
 
+def target_time_features(plan) -> dict[str, tuple[str, ...]]:
+    """Edge set -> the node time features of its target set that its temporal ops read: what
+    the `sharded` placement joins onto each edge of its adjacency (EdgeBatch.target_times)."""
+    out: dict[str, set[str]] = {}
+    for op in plan.ops:
+        if op.temporal is not None and op.temporal.node_time is not None:
+            out.setdefault(op.edge_set, set()).add(op.temporal.node_time)
+    return {name: tuple(sorted(names)) for name, names in out.items()}
+
+
 def with_chunk_seed_times(chunk, plan):
     """A chunk of node seeds' subgraphs assembled from rows (the `sharded` placement) with
     its seed times: each seed is node 0 of its node set, and its time one of its features."""

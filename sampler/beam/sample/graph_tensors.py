@@ -29,7 +29,6 @@ from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingIn
 from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
-from sampler.errors import UserError
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
@@ -89,18 +88,6 @@ def sample_graph_tensors(
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users.
     """
-    if plan.seed_time is not None and plan.link is not None and options.placement == "sharded":
-        raise UserError(
-            "--graph_placement sharded: temporal link seeds (a symmetric_link_seed_op with"
-            " temporal_seed) run on --graph_placement worker or topology and --runner InMemory"
-            " so far"
-        )
-    node_times = [op.name for op in plan.ops if op.temporal and op.temporal.node_time]
-    if node_times and options.placement == "sharded":
-        raise UserError(
-            f"--graph_placement sharded: op '{node_times[0]}' has temporal.node_time_feature,"
-            " which runs on --graph_placement worker or topology and --runner InMemory so far"
-        )
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options)
     read_graph = ReadGraph(

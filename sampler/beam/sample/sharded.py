@@ -34,12 +34,7 @@ from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import (
-    all_out_edges,
-    sample_frontier,
-    sample_frontier_temporal,
-    with_seed_times,
-)
+from sampler.sample.sampling import all_out_edges, sample_op
 from sampler.schema import GraphInfo
 
 NAMESPACE = "sampler"
@@ -254,27 +249,7 @@ class SampleOp(beam.PTransform):
             if adjacency is None or len(frontier) == 0:
                 return
             self._frontier.update(len(frontier))
-            op = self._op
-            if op.temporal is not None:
-                edges = sample_frontier_temporal(
-                    adjacency,
-                    frontier,
-                    frontier.time,
-                    op=op,
-                    kind=self._kind,
-                    randomness=self._randomness,
-                )
-            else:
-                edges = sample_frontier(
-                    adjacency,
-                    frontier,
-                    sample_size=op.sample_size,
-                    strategy=op.strategy,
-                    op_key=op.key,
-                    randomness=self._randomness,
-                )
-                if frontier.time is not None:
-                    edges = with_seed_times(edges, frontier)
+            edges = sample_op(adjacency, frontier, self._op, self._kind, self._randomness)
             self._sampled.inc(len(edges))
             if len(edges):
                 yield edges

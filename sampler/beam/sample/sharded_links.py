@@ -5,6 +5,9 @@
 The plan, stage by stage (on top of SampleSubgraphs'):
   Endpoint*/<end>  (shard, SampleNodes)   each seed's source and target looked up in its
                                           node set's shard -> (bucket, ids)
+  SeedTimes        (shard, LinkSeeds)     a temporal spec: each seed's time, its edge's, found
+                                          in the seed edge set's adjacency on the source's
+                                          shard -> (bucket, times)
   Positives        (bucket, seeds + ids)  -> LinkExamples; with negatives, (range, requests)
   Negative*        (range, requests)      joined with the target set's fps and ids of that
                                           range (one shuffle of the target set's ids)
@@ -42,11 +45,11 @@ from sampler.beam.sample.sharded import (
     encoded_chunk_batches,
 )
 from sampler.memory import release_free_memory
-from sampler.sample import link, link_sharded
+from sampler.sample import link, link_sharded, temporal
 from sampler.sample.encode import encode_specs
 from sampler.sample.plan import Op, SamplingPlan
 from sampler.sample.randomness import Randomness
-from sampler.sample.sampling import sample_frontier
+from sampler.sample.sampling import sample_op
 from sampler.schema import GraphInfo
 
 LINKS = "links"  # the shuffle kind of LinkExamples sent to their bucket
@@ -87,6 +90,34 @@ class _EndpointIds(beam.DoFn):
             yield bucket, packed((self._end, (sample[index], names[index])))
 
 
+class _SeedsBySource(beam.DoFn):
+    """LinkSeeds -> (shard of the source, LinkSeeds)."""
+
+    def __init__(self, num_shards: int):
+        self._num_shards = num_shards
+
+    def process(self, seeds: link.LinkSeeds):
+        for shard, index in shards.by_shard(seeds.source, self._num_shards):
+            yield shard, seeds.take(index)
+
+
+class _SeedTimes(beam.DoFn):
+    """(shard, seeds + seed edge set adjacency) -> (bucket, packed(("time", (sample keys,
+    times)))) of the seeds whose pair is an edge."""
+
+    def __init__(self, feature: str, num_buckets: int):
+        self._feature = feature
+        self._num_buckets = num_buckets
+
+    def process(self, shard_groups):
+        _, groups = shard_groups
+        seeds = link.LinkSeeds.concat(list(groups["seeds"]))
+        adjacency = _one(groups["adjacency"], "adjacency")
+        sample, times = link_sharded.seed_times(adjacency, seeds, self._feature)
+        for bucket, index in shards.by_bucket(sample, self._num_buckets):
+            yield bucket, packed(("time", (sample[index], times[index])))
+
+
 class _SeedsToBuckets(beam.DoFn):
     def __init__(self, num_buckets: int):
         self._num_buckets = num_buckets
@@ -117,18 +148,23 @@ class _Positives(beam.DoFn):
     """(bucket, seeds + endpoint ids) -> positive LinkExamples; with negatives, their
     (range, NegativeRequests) on the output `requests`."""
 
-    def __init__(self, negatives: int, randomness: Randomness):
+    def __init__(self, negatives: int, randomness: Randomness, timed: bool):
         self._negatives = negatives
         self._randomness = randomness
+        self._timed = timed
 
     def process(self, bucket_pieces, counts=None):
         _, pieces = bucket_pieces
-        parts = {"seeds": [], "source": [], "target": []}
+        parts = {"seeds": [], "source": [], "target": [], "time": []}
         for kind, piece in map(unpacked, pieces):
             parts[kind].append(piece)
         counters = collections.Counter()
         examples = link_sharded.positives(
-            link.LinkSeeds.concat(parts["seeds"]), parts["source"], parts["target"], counters
+            link.LinkSeeds.concat(parts["seeds"]),
+            parts["source"],
+            parts["target"],
+            counters,
+            parts["time"] if self._timed else None,
         )
         if len(examples):
             yield examples
@@ -202,11 +238,12 @@ class _SampleLinkOp(beam.DoFn):
     """(shard, PairNodes frontier + adjacency) -> SampledEdges less the samples' seed edges
     (`orientation`, None to keep them), and the next frontier on the output `frontier`."""
 
-    def __init__(self, op: Op, randomness: Randomness, num_shards: int, orientation):
+    def __init__(self, op: Op, randomness: Randomness, num_shards: int, orientation, kind=None):
         self._op = op
         self._randomness = randomness
         self._num_shards = num_shards
         self._orientation = orientation
+        self._kind = kind  # the time kind of a temporal spec
         self._frontier = Metrics.distribution(NAMESPACE, f"frontier_rows/{op.name}")
         self._sampled = Metrics.counter(NAMESPACE, f"sampled_edges/{op.name}")
 
@@ -217,15 +254,9 @@ class _SampleLinkOp(beam.DoFn):
         if adjacency is None or len(frontier) == 0:
             return
         self._frontier.update(len(frontier))
-        op = self._op
-        edges = sample_frontier(
-            adjacency,
-            frontier.nodes(),
-            sample_size=op.sample_size,
-            strategy=op.strategy,
-            op_key=op.key,
-            randomness=self._randomness,
-        )
+        nodes = frontier.nodes()
+        nodes.time = frontier.time
+        edges = sample_op(adjacency, nodes, self._op, self._kind, self._randomness)
         pairs = link_sharded.SeedPairs(frontier.sample, frontier.source, frontier.target)
         if self._orientation is not None:
             edges = link_sharded.drop_seed_edges(edges, self._orientation, pairs)
@@ -234,7 +265,7 @@ class _SampleLinkOp(beam.DoFn):
             return
         yield edges
         source, target, _ = pairs.of(edges.sample)
-        after = link_sharded.PairNodes(edges.sample, edges.dst, source, target)
+        after = link_sharded.PairNodes(edges.sample, edges.dst, source, target, edges.time)
         for shard, index in shards.by_shard(after.node, self._num_shards):
             yield beam.pvalue.TaggedOutput("frontier", (shard, after.take(index)))
 
@@ -250,7 +281,8 @@ class _AssembleLinks(beam.DoFn):
         self._sizes = SizeCounters()
 
     def setup(self):
-        self._specs = encode_specs(link.link_output_schema(self._graph.schema, self._plan))
+        schema = link.link_output_schema(self._graph.schema, self._plan)
+        self._specs = encode_specs(temporal.output_schema(schema, self._plan.seed_time))
 
     def process(self, bucket_pieces):
         bucket, pieces = bucket_pieces
@@ -309,8 +341,18 @@ class SampleLinkSubgraphs(beam.PTransform):
                 | f"EndpointJoin/{end}" >> beam.CoGroupByKey()
                 | f"EndpointIds/{end}" >> beam.ParDo(_EndpointIds(end, buckets))
             )
+        timed = self._plan.seed_time is not None
+        if timed:
+            pieces.append(
+                {
+                    "seeds": seeds | "SeedsBySource" >> beam.ParDo(_SeedsBySource(num_shards)),
+                    "adjacency": inputs.adjacency[link_seed.edge_set],
+                }
+                | "SeedTimesJoin" >> beam.CoGroupByKey()
+                | "SeedTimes" >> beam.ParDo(_SeedTimes(self._plan.seed_time.feature, buckets))
+            )
         grouped = pieces | "Endpoints" >> beam.Flatten() | "EndpointsByBucket" >> beam.GroupByKey()
-        positives = _Positives(self._negatives, self._randomness)
+        positives = _Positives(self._negatives, self._randomness, timed)
         if self._negatives <= 0:
             return grouped | "Positives" >> beam.ParDo(positives)
         targets = inputs.tables[link_seed.target]
@@ -361,6 +403,7 @@ class SampleLinkSubgraphs(beam.PTransform):
             for name, ends in ends_of.items()
         }
         orientations = {} if self._keep else link.seed_edge_orientations(graph, plan)
+        kind = None if plan.seed_time is None else plan.seed_time.kind
         produced, sampled = {}, collections.defaultdict(list)
         for op in plan.ops:
             parts = tuple(
@@ -376,7 +419,7 @@ class SampleLinkSubgraphs(beam.PTransform):
                 | f"Op/{op.name}/Sample"
                 >> beam.ParDo(
                     _SampleLinkOp(
-                        op, self._randomness, self._num_shards, orientations.get(op.edge_set)
+                        op, self._randomness, self._num_shards, orientations.get(op.edge_set), kind
                     )
                 ).with_outputs("frontier", main="edges")
             )
