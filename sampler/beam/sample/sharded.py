@@ -88,10 +88,7 @@ class SizeCounters:
 
     def add_chunk(self, chunk) -> None:
         """`add` for every subgraph of a SubgraphChunk."""
-        for name, part in chunk.node_rows.items():
-            self._sums[f"output_nodes/{name}"] += int(part.bounds[-1] - part.bounds[0])
-        for name, (_, _, bounds) in chunk.edge_rows.items():
-            self._sums[f"output_edges/{name}"] += int(bounds[-1] - bounds[0])
+        chunk.count_sizes(self._sums)
 
     def flush(self, other: collections.Counter) -> None:
         """Adds the sums, and `other` (the kernel's counters), to Beam's counters."""
