@@ -25,9 +25,9 @@ from sampler.io.files import (
     shard_name,
     write_error,
 )
-from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.io.graph_tables import read_seed_pairs, read_seeds
 from sampler.io.streaming_file import write_records
-from sampler.sample import in_memory, link
+from sampler.sample import in_memory, link, temporal
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.dense import densify, edge_facts
 from sampler.sample.encode import encode_specs
@@ -56,11 +56,12 @@ def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> 
         facts = graph_facts(graph, mem)
     with clock("seeds"):
         if args.input_seeds:
-            seed_ids = read_seed_ids(args.input_seeds, dead.seeds_on_bad)
-            facts["rows_read/seeds"] = len(seed_ids)
+            kind = temporal.table_time_kind(plan)
+            rows = read_seeds(args.input_seeds, kind, dead.seeds_on_bad)
+            facts["rows_read/seeds"] = len(rows)
+            seeds = make_seeds(rows.ids, rows.time)
         else:
-            seed_ids = mem.node_tables[plan.seed_set].rows.ids
-        seeds = make_seeds(seed_ids)
+            seeds = make_seeds(mem.node_tables[plan.seed_set].rows.ids)
         counters = collections.Counter(seeds_in=len(seeds), **facts)
         dead.account(counters, output_dir)
         if args.input_seeds:

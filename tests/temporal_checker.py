@@ -5,7 +5,8 @@ uses none of the sampler's sampling, encoding or reading code.
 For every subgraph of a spec whose temporal ops all start at the seed (one hop from the seed
 node, every op temporal), it checks that
 
-- the context `seed_time` is the seed node's time in the tables;
+- the context `seed_time` is the seed node's time in the tables, or with a seeds table's
+  times, the time of the seed's row (`X:k` the k-th lowest of seed X's times);
 - every edge of a temporal op's edge set is one of the seed's out-edges in the table that is
   eligible: its time <= the seed time (< when strictly before), >= seed time - window, and its
   target's time eligible when the op names a node time;
@@ -156,7 +157,7 @@ class Checker:
                 out[_id(t["#source"][r])].append({k: t[k][r] for k in t})
             self.out[name] = out
             self.ends[name] = (source, target)
-        # (edge set, seed) -> [samples, eligible count, k, Counter of picks by edge]
+        # (edge set, seed, seed time) -> [samples, eligible count, k, Counter of picks by edge]
         self.uniform = {}
 
     def eligible(self, op: Op, source: bytes, seed_time) -> list[dict]:
@@ -175,13 +176,22 @@ class Checker:
                 rows.append(row)
         return rows
 
-    def check(self, record: bytes, seed_set: str, seed_time_feature: str, ops: list[Op]) -> None:
-        """Raises AssertionError naming the sample on any violation."""
+    def check(
+        self, record: bytes, seed_set: str, seed_time_feature: str, ops: list[Op], table=None
+    ) -> None:
+        """Raises AssertionError naming the sample on any violation. `table`: the seeds
+        table's times ({seed id: [time of each of its rows]}) when it has a time column: the
+        sample `X:k` (`X` the k-th time) has the k-th lowest of X's times."""
         ex = parse_example(record)
         seed = ex["context/seed_id"][0]
         seed_time = ex["context/seed_time"][0]
-        where = f"sample {ex['context/sample_id'][0]!r}"
-        truth = self.nodes[seed_set][seed][seed_time_feature]
+        sample = ex["context/sample_id"][0]
+        where = f"sample {sample!r}"
+        if table is None:
+            truth = self.nodes[seed_set][seed][seed_time_feature]
+        else:
+            k = int(sample.rsplit(b":", 1)[1]) if b":" in sample else 0
+            truth = sorted(table[seed])[k]
         assert seed_time == truth, f"{where}: seed_time {seed_time} != the table's {truth}"
         assert ex[f"nodes/{seed_set}.#id"][0] == seed, f"{where}: the seed is not node 0"
         for op in ops:
@@ -224,7 +234,7 @@ class Checker:
             assert times == latest, f"{where}: most recent {times} != the latest {latest}"
         elif len(eligible) > op.k:
             tally = self.uniform.setdefault(
-                (op.edge_set, seed), [0, len(eligible), op.k, collections.Counter()]
+                (op.edge_set, seed, seed_time), [0, len(eligible), op.k, collections.Counter()]
             )
             tally[0] += 1
             tally[3].update(picks)

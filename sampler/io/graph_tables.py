@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sampler import ids
-from sampler.batches import EdgeBatch, NodeBatch, bytes_array
+from sampler.batches import EdgeBatch, NodeBatch, SeedRows, bytes_array
+from sampler.features import FeatureSpec
 from sampler.io import bigquery_source, files, parquet_reader, readers
 from sampler.node_table import FingerprintCollision
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
@@ -187,11 +188,41 @@ def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
 
 def read_seed_ids(pattern: str, on_bad: readers.OnBad = None) -> np.ndarray:
     """All ids of a seed table (the `#id` column), duplicates kept, as bytes objects."""
-    out = []
-    for path, fmt in table_files(pattern):
-        for column in readers.read_ids(path, fmt, on_bad=on_bad):
-            out.extend(column.to_pylist())
-    return bytes_array(out)
+    return read_seeds(pattern, None, on_bad).ids
+
+
+# A seeds table's column of each seed's time (a temporal spec's; docs/sampling.md).
+SEED_TIME_COLUMN = "seed_time"
+
+
+def has_seed_times(units: list[tuple[str, str]]) -> bool:
+    """Whether a seeds table (its `table_files`) has the time column SEED_TIME_COLUMN, as its
+    first file with a header or a record says (every file must then have it)."""
+    for path, fmt in units:
+        names = readers.columns_of(path, fmt)
+        if names is not None:
+            return SEED_TIME_COLUMN in names
+    return False
+
+
+def read_seed_file(path: str, fmt: str, kind: str | None, on_bad: readers.OnBad = None):
+    """SeedRows of one seeds table file: its `#id` column and, with `kind` ("int" or "float"),
+    its time column of that kind (a missing or unparseable time is a bad row)."""
+    specs = {} if kind is None else {SEED_TIME_COLUMN: FeatureSpec(SEED_TIME_COLUMN, kind, ())}
+    for table in readers.read_table(path, fmt, ("#id",), specs, on_bad=on_bad):
+        seed_ids = bytes_array(table.column(0).combine_chunks().to_pylist())
+        times = None if kind is None else table.column(1).combine_chunks().to_numpy()
+        yield SeedRows(seed_ids, times)
+
+
+def read_seeds(pattern: str, kind: str | None, on_bad: readers.OnBad = None) -> SeedRows:
+    """Every row of a seeds table (duplicates kept): ids, and with `kind` each row's time
+    when the table has the time column (`has_seed_times`), else no times."""
+    units = table_files(pattern)
+    if kind is not None and not has_seed_times(units):
+        kind = None
+    parts = [rows for path, fmt in units for rows in read_seed_file(path, fmt, kind, on_bad)]
+    return SeedRows.concat(parts)
 
 
 def read_seed_pairs(pattern: str, on_bad: readers.OnBad = None) -> tuple[np.ndarray, np.ndarray]:

@@ -97,7 +97,10 @@ def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: 
                 {f: col[index] for f, col in features.items()},
                 part_bounds,
             )
-        yield SubgraphChunk(seeds.sample_id[part], seeds.seed_id[part], chunk_nodes, chunk_edges)
+        times = None if seeds.time is None else seeds.time[part]
+        yield SubgraphChunk(
+            seeds.sample_id[part], seeds.seed_id[part], chunk_nodes, chunk_edges, times
+        )
 
 
 def _sample_ranges(bounds: np.ndarray, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
 from sampler.errors import UserError
+from sampler.sample import temporal
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
@@ -110,7 +111,9 @@ def sample_graph_tensors(
         seeds = _link_seeds(root, plan, options, read, bad_records)
         kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
     elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
+            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
+        )
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
         rejected = (seeds, read.tables[plan.seed_set]) | "RejectedSeeds" >> RejectedSeeds(
@@ -165,7 +168,9 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
         seeds = _link_seeds(root, plan, options, read, bad_records, pairs_given=True)
         kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
     elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
+            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
+        )
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
         rejected = (seeds, snapshot.seed_tables) | "RejectedSeeds" >> RejectedSeeds(plan.seed_set)
