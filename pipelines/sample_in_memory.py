@@ -25,7 +25,7 @@ from sampler.io.files import (
     shard_name,
     write_error,
 )
-from sampler.io.graph_tables import read_seed_pairs, read_seeds
+from sampler.io.graph_tables import read_seed_pairs, read_seeds, seed_edge_keys
 from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link, temporal
 from sampler.sample.adjacency import make_seeds
@@ -198,7 +198,11 @@ def _run_links(
         node_tables, adjacency = in_memory.build_tables(graph, plan, parts)
         facts = {}
         if args.input_seeds:
-            pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad)
+            edge_keys = None
+            if plan.seed_time is not None:  # a pair that is no edge has no time: a bad row
+                edge_keys = seed_edge_keys(*link.edge_pairs(adjacency[plan.link.edge_set]))
+            kind = temporal.table_time_kind(plan)
+            pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad, kind, edge_keys)
             facts["rows_read/seeds"] = len(pairs[0])
         else:
             pairs = link.edge_pairs(adjacency[plan.link.edge_set])

@@ -260,17 +260,27 @@ class Checker:
         keys = list(counts)
         return keys + [None] * (c - len(keys))
 
-    def check_link(self, record: bytes, seed_edge_set: str, seed_time_feature: str, ops) -> None:
+    def check_link(
+        self, record: bytes, seed_edge_set: str, seed_time_feature: str, ops, table=None
+    ) -> None:
         """A link example: its seed time is its positive's edge's time (ids without escapes,
-        one edge per pair), the seed pair is in none of its edge sets that read the seed
-        table, and every edge of a temporal op's set is eligible (strictly before by default).
+        one edge per pair), or with `table` ({(source, target): [time of each row]}, a seeds
+        table's times) the k-th lowest of its pair's times for `a->b:k`; the seed pair is in
+        none of its edge sets that read the seed table, and every edge of a temporal op's set
+        is eligible (strictly before by default).
         """
         ex = parse_example(record)
         sample = ex["context/sample_id"][0]
         where = f"sample {sample!r}"
-        pair = sample.split(b"#neg")[0].split(b":")[0]
+        positive = sample.split(b"#neg")[0]
+        pair = positive.split(b":")[0]
         a, b = pair.split(b"->")
-        times = [r[seed_time_feature] for r in self.out[seed_edge_set][a] if _id(r["#target"]) == b]
+        if table is not None:
+            k = int(positive.split(b":")[1]) if b":" in positive else 0
+            times = [sorted(table[a, b])[k]]
+        else:
+            edges = self.out[seed_edge_set][a]
+            times = [r[seed_time_feature] for r in edges if _id(r["#target"]) == b]
         assert len(times) == 1, f"{where}: the positive {pair!r} is not one edge of the table"
         seed_time = ex["context/seed_time"][0]
         assert seed_time == times[0], f"{where}: seed_time {seed_time} != the edge's {times[0]}"

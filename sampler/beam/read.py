@@ -63,14 +63,15 @@ class _ReadTable(beam.DoFn):
             yield beam.pvalue.TaggedOutput(BAD_RECORDS, bad.to_json(set=self._name))
 
 
-def read_files(pbegin, files: list, read_fn: beam.DoFn, *tags: str, main: str):
-    """Files -> Spread -> Read: the files spread over workers, each read by `read_fn`, whose
-    outputs are `main`, `tags` and BAD_RECORDS (dead-letter JSON lines)."""
+def read_files(pbegin, files: list, read_fn: beam.DoFn, *tags: str, main: str, side=()):
+    """Files -> Spread -> Read: the files spread over workers, each read by `read_fn` (with
+    the side inputs `side`), whose outputs are `main`, `tags` and BAD_RECORDS (dead-letter
+    JSON lines)."""
     return (
         pbegin
         | "Files" >> beam.Create(files)
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(read_fn).with_outputs(*tags, BAD_RECORDS, main=main)
+        | "Read" >> beam.ParDo(read_fn, *side).with_outputs(*tags, BAD_RECORDS, main=main)
     )
 
 

@@ -203,7 +203,7 @@ def probe_pairs(graph, plan, input_seeds: str | None, count: int, progress=None)
     """(source fps, target fps) of `count` seed edges drawn uniformly (a pure function of the
     rows), and the number of seed edges: the rows of `input_seeds` or of the seed edge set."""
     if input_seeds:
-        batches = [graph_tables.read_seed_pairs(input_seeds)]
+        batches = [graph_tables.read_seed_pairs(input_seeds)[:2]]
     else:
         info = graph.edge_sets[plan.link.edge_set]
         batches = (
