@@ -351,14 +351,6 @@ def test_node_aggregation_refuses_a_temporal_spec_in_one_line(tmp_path):
     assert "\n" not in str(e.value)
 
 
-def test_estimate_refuses_node_times_in_one_line(tmp_path, capsys):
-    schema, _, _ = _write(tmp_path)
-    argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--stats_cache", "none"]
-    assert estimate_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temporal" in err[0], err
-
-
 def test_estimate_probes_by_time(tmp_path):
     """On a MAG-shaped graph with paper years as time, the estimate of a temporal spec (its
     probe samples by time) is within 10% of the records' sizes; the untimed degree model is

@@ -63,17 +63,30 @@ def sample_frontier_temporal(
     op,
     kind: str,
     randomness: Randomness,
+    edge_node_times: np.ndarray | None = None,
 ) -> SampledEdges:
-    """`sample_frontier` of a temporal op (without node times): each frontier row picks
-    among its out-edges eligible at `seed_time` (one per row), as the dense sampler does
-    (sampler.sample.temporal_dense), with the same streams."""
+    """`sample_frontier` of a temporal op: each frontier row picks among its out-edges
+    eligible at `seed_time` (one per row), as the dense sampler does
+    (sampler.sample.temporal_dense), with the same streams. `edge_node_times`: the time of
+    each adjacency edge's target, for an op with node times (the `estimate` probe's)."""
     start, degree = adjacency.lookup(frontier.node)
     live = np.flatnonzero(degree > 0)
     sample, node = frontier.sample[live], frontier.node[live]
     rows = np.arange(len(live), dtype=np.int64)
-    graph = (start[live], degree[live], adjacency.targets.view(np.int64), node)
+    targets = adjacency.targets.view(np.int64)
+    if edge_node_times is not None:  # each edge its own target row: node time per edge
+        targets = np.arange(len(adjacency.targets), dtype=np.int64)
+    graph = (start[live], degree[live], targets, node)
     bounds, positions, _ = temporal_dense.picks(
-        op, (rows, rows.copy()), graph, adjacency, None, sample, randomness, seed_time[live], kind
+        op,
+        (rows, rows.copy()),
+        graph,
+        adjacency,
+        edge_node_times,
+        sample,
+        randomness,
+        seed_time[live],
+        kind,
     )
     rows = np.repeat(rows, np.diff(bounds))
     return SampledEdges(
