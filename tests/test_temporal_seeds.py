@@ -15,6 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import sample as sample_cli
+from sampler.features import NUMPY_DTYPE, FeatureSpec
+from sampler.io import graph_tables, writers
+from sampler.sample.adjacency import make_seeds
 from tests.pipeline_helpers import read_records
 from tests.temporal_checker import Checker, parse_example
 from tests.test_bad_rows_at_scale import dead_letters
@@ -137,3 +140,30 @@ def test_a_row_without_a_time_is_a_bad_row(tmp_path, capsys):
         examples = [parse_example(r) for r in read_records(f"{out}/samples*")]
         times = {e["context/sample_id"][0]: e["context/seed_time"][0] for e in examples}
         assert times == {b"p0": 2005, b"p0:1": 2009, b"p3": 2001}, run
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tfrecord", "parquet"])
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_every_format_has_the_time_column(tmp_path, fmt, kind):
+    """The time column is found in each format (its first file with a header or record) and
+    read as the seed time's kind; a table without it has no times."""
+    spec = FeatureSpec("seed_time", kind, ())
+    times = np.array([2005, 2001, 2009], NUMPY_DTYPE[kind])
+    table = pa.table({"#id": [b"p2", b"p0", b"p2"], "seed_time": times})
+    path = tmp_path / f"seeds.{fmt}"
+    writers.write_table(str(path), table, fmt, {"seed_time": spec})
+    empty = tmp_path / f"a-empty.{fmt}"
+    empty.write_bytes(b"")
+    pattern = str(tmp_path / f"*.{fmt}")
+    rows = graph_tables.read_seeds(pattern, kind)
+    assert rows.ids.tolist() == [b"p2", b"p0", b"p2"]
+    np.testing.assert_array_equal(rows.time, times)
+    seeds = make_seeds(rows.ids, rows.time)  # repeats numbered by time
+    assert dict(zip(seeds.sample_id.tolist(), seeds.time.tolist(), strict=True)) == {
+        b"p0": 2001,
+        b"p2": 2005,
+        b"p2:1": 2009,
+    }
+    untimed = tmp_path / "untimed"
+    writers.write_table(str(untimed / f"seeds.{fmt}"), table.select(["#id"]), fmt, {})
+    assert graph_tables.read_seeds(str(untimed / f"seeds.{fmt}"), kind).time is None
