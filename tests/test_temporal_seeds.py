@@ -167,3 +167,20 @@ def test_every_format_has_the_time_column(tmp_path, fmt, kind):
     untimed = tmp_path / "untimed"
     writers.write_table(str(untimed / f"seeds.{fmt}"), table.select(["#id"]), fmt, {})
     assert graph_tables.read_seeds(str(untimed / f"seeds.{fmt}"), kind).time is None
+
+
+def test_validate_checks_the_time_column(tmp_path, capsys):
+    from pipelines import validate as validate_cli
+
+    schema, _, _ = _write(tmp_path)
+    spec = tmp_path / "spec.pbtxt"
+    spec.write_text(SPEC)
+    seeds = tmp_path / "seeds.csv"
+    argv = ["--graph_schema", schema, "--sampling_spec", str(spec), "--input_seeds", str(seeds)]
+    seeds.write_text("#id,seed_time\np0,2005\np1,2001\n")
+    assert validate_cli.main(argv) == 0
+    seeds.write_text("#id,seed_time\np0,2005\np1,soon\n")
+    capsys.readouterr()
+    assert validate_cli.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "FAIL input seeds" in out and "'seed_time': 'soon' is not an integer" in out, out
