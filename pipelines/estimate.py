@@ -46,9 +46,10 @@ from pipelines.outputs import tool_outputs
 from pipelines.reporting import accounting
 from pipelines.toolkit import RowProgress, add_graph_flags, human_bytes, run_tool
 from sampler.errors import UserError
-from sampler.ids import fingerprint
+from sampler.ids import combine, fingerprint, mix
 from sampler.io import files, graph_tables
-from sampler.io.graph_tables import read_seed_ids
+from sampler.io.graph_tables import read_seeds
+from sampler.sample import temporal
 from sampler.sample.plan import NODE, load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools.degree_stats import BottomK, degree_stats, stats_cache_path
@@ -107,25 +108,31 @@ def parse_args(argv):
     return args
 
 
-def probe_ids(stats, plan, input_seeds: str | None, count: int) -> tuple[np.ndarray, int]:
-    """(probe seed ids, number of seeds of the run)."""
+def probe_ids(stats, plan, input_seeds: str | None, count: int):
+    """(probe seed ids, number of seeds of the run, their times or None): with a temporal
+    spec's seeds table that has a time column, `count` rows drawn uniformly with their times."""
     if input_seeds:
-        seed_ids = read_seed_ids(input_seeds)
+        rows = read_seeds(input_seeds, temporal.table_time_kind(plan))
+        if rows.time is not None:  # rows (a seed and its time), not distinct ids
+            fps = fingerprint(pa.array(rows.ids.tolist(), pa.binary()))
+            keys = mix(combine(fps, np.arange(len(fps), dtype=np.uint64)))
+            keep = np.argsort(keys, kind="stable")[:count]
+            return rows.ids[keep], len(rows), rows.time[keep]
         pool = BottomK(count)
-        column = pa.array(seed_ids.tolist(), pa.binary())
+        column = pa.array(rows.ids.tolist(), pa.binary())
         pool.add(fingerprint(column), column)
-        return pool.ids, len(seed_ids)
+        return pool.ids, len(rows), None
     seed_stats = stats.node_sets[plan.seed_set]
     chosen = [bytes.fromhex(h) for h in seed_stats.sample_ids[:count]]
     out = np.empty(len(chosen), dtype=object)
     out[:] = chosen
-    return out, seed_stats.count
+    return out, seed_stats.count, None
 
 
 def link_estimate(graph, plan, stats, args):
     """(degree model, result) for link seeds: records = seed edges x (1 + negatives)."""
     progress = RowProgress("seed edges", args.progress_interval)
-    source, target, num_seeds = probe_pairs(
+    source, target, num_seeds, times = probe_pairs(
         graph, plan, args.input_seeds, args.probe_seeds, progress
     )
     progress.done()
@@ -140,9 +147,9 @@ def link_estimate(graph, plan, stats, args):
         negatives = fingerprint(pa.array([bytes.fromhex(pool[i]) for i in picks], pa.binary()))
     progress = RowProgress(f"probe of {len(source)} seed edges", args.progress_interval)
     keep = args.keep_seed_edges
-    probe = run_link_probe(graph, plan, source, target, args.seed, progress, keep)
+    probe = run_link_probe(graph, plan, source, target, args.seed, progress, keep, times)
     if len(negatives):
-        negative = run_link_probe(graph, plan, source, negatives, args.seed, progress, keep)
+        negative = run_link_probe(graph, plan, source, negatives, args.seed, progress, keep, times)
         probe = mixed(probe, negative, args.negatives_per_seed)
     progress.done()
     result = calibrate(graph, plan, stats, model, probe, uniform_seeds=False)
@@ -172,10 +179,6 @@ def check_outputs(graph, args, cache: str | None) -> None:
         tool_outputs.check("--json", args.json, args.json, [*inputs, *([path] if path else [])])
 
 
-def _timed(plan):
-    return [op for op in plan.ops if op.temporal is not None]
-
-
 def main_body(argv) -> int:
     if estimate_run.wanted(argv):
         return estimate_run.main_body(argv)
@@ -187,12 +190,11 @@ def main_body(argv) -> int:
         args.edge_aggregation_method,
         args.seed_edge_set,
     )
-    unmodelled = plan.link is not None or any(op.temporal.node_time for op in _timed(plan))
-    if plan.seed_time is not None and (unmodelled or plan.aggregation == NODE):
+    if plan.seed_time is not None and plan.aggregation == NODE:
         raise UserError(
-            f"--sampling_spec {args.sampling_spec}: estimate models temporal ops of node seeds"
-            " without temporal.node_time_feature, with --edge_aggregation_method edge, only so"
-            " far; estimate the spec without them"
+            f"--sampling_spec {args.sampling_spec}: estimate models temporal specs with"
+            " --edge_aggregation_method edge only so far (its probe counts the induced edges"
+            " of every time); estimate with --edge_aggregation_method edge"
         )
     cache = None if args.stats_cache == "none" else args.stats_cache
     check_outputs(graph, args, cache)
@@ -202,11 +204,11 @@ def main_body(argv) -> int:
     if plan.link is not None:
         model, result = link_estimate(graph, plan, stats, args)
     else:
-        ids_, num_seeds = probe_ids(stats, plan, args.input_seeds, args.probe_seeds)
+        ids_, num_seeds, times = probe_ids(stats, plan, args.input_seeds, args.probe_seeds)
         model = result = estimate(graph, plan, stats, num_seeds)
         if args.probe_seeds and len(ids_):
             progress = RowProgress(f"probe of {len(ids_)} seeds", args.progress_interval)
-            probe = run_probe(graph, plan, ids_, args.seed, progress)
+            probe = run_probe(graph, plan, ids_, args.seed, progress, times)
             progress.done()
             uniform = not args.input_seeds
             result = calibrate(graph, plan, stats, model, probe, uniform_seeds=uniform)

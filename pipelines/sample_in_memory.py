@@ -25,9 +25,9 @@ from sampler.io.files import (
     shard_name,
     write_error,
 )
-from sampler.io.graph_tables import read_seed_ids, read_seed_pairs
+from sampler.io.graph_tables import read_seed_pairs, read_seeds, seed_edge_keys
 from sampler.io.streaming_file import write_records
-from sampler.sample import in_memory, link
+from sampler.sample import in_memory, link, temporal
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.chunk_stream import encoded_chunks
 from sampler.sample.dense import densify, edge_facts
@@ -57,11 +57,12 @@ def run(args, graph, plan, output_dir: str, clock: StageClock | None = None) -> 
         facts = graph_facts(graph, mem)
     with clock("seeds"):
         if args.input_seeds:
-            seed_ids = read_seed_ids(args.input_seeds, dead.seeds_on_bad)
-            facts["rows_read/seeds"] = len(seed_ids)
+            kind = temporal.table_time_kind(plan)
+            rows = read_seeds(args.input_seeds, kind, dead.seeds_on_bad)
+            facts["rows_read/seeds"] = len(rows)
+            seeds = make_seeds(rows.ids, rows.time)
         else:
-            seed_ids = mem.node_tables[plan.seed_set].rows.ids
-        seeds = make_seeds(seed_ids)
+            seeds = make_seeds(mem.node_tables[plan.seed_set].rows.ids)
         counters = collections.Counter(seeds_in=len(seeds), **facts)
         dead.account(counters, output_dir)
         if args.input_seeds:
@@ -220,7 +221,11 @@ def _run_links(
         node_tables, adjacency = in_memory.build_tables(graph, plan, parts)
         facts = {}
         if args.input_seeds:
-            pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad)
+            edge_keys = None
+            if plan.seed_time is not None:  # a pair that is no edge has no time: a bad row
+                edge_keys = seed_edge_keys(*link.edge_pairs(adjacency[plan.link.edge_set]))
+            kind = temporal.table_time_kind(plan)
+            pairs = read_seed_pairs(args.input_seeds, dead.seeds_on_bad, kind, edge_keys)
             facts["rows_read/seeds"] = len(pairs[0])
         else:
             pairs = link.edge_pairs(adjacency[plan.link.edge_set])

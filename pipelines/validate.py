@@ -11,7 +11,8 @@ Checks, each reported as PASS or FAIL with one line of detail:
     header (CSV) or columns (Parquet, tf.Example) hold every id column and feature of
     the schema, and the first --rows rows of up to --max_files files parse (a set in
     BigQuery: its table or query is read through a read session, --max_files streams);
-  * the seed table (--input_seeds): same checks for its #id column.
+  * the seed table (--input_seeds): same checks for its #id column (link seeds: #source,
+    #target), and a temporal spec's seed_time column when it has one.
 Only the first rows of each file are read, so it takes seconds even on gs://.
 
 Exit code: 0 when every check passes, 1 when one fails, 2 for bad flags.
@@ -25,7 +26,9 @@ import time
 from pipelines import cli
 from pipelines.toolkit import add_graph_flags, run_tool
 from sampler.errors import UserError
+from sampler.features import FeatureSpec
 from sampler.io import graph_tables, readers
+from sampler.sample import temporal
 from sampler.sample.encode import encode_specs
 from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
@@ -100,6 +103,15 @@ def check_table(pattern: str, id_columns, specs, rows: int, max_files: int, wher
     return f"{fmt}, {files_text}, {parsed} rows parsed ({columns})", None
 
 
+def _seed_time(plan, pattern: str) -> dict:
+    """The seeds table's time column, checked as `sample` reads it: a temporal spec's, when
+    the table has one (sampler.io.graph_tables.has_seed_times)."""
+    kind = None if plan is None else temporal.table_time_kind(plan)
+    if kind is None or not graph_tables.has_seed_times(graph_tables.table_files(pattern)):
+        return {}
+    return {graph_tables.SEED_TIME_COLUMN: FeatureSpec(graph_tables.SEED_TIME_COLUMN, kind, ())}
+
+
 def _fail(message: str):
     raise UserError(message)
 
@@ -142,7 +154,7 @@ def main_body(argv) -> int:
             )
             return detail, plan
 
-        report.check("sampling spec", spec_check)
+        plan = report.check("sampling spec", spec_check)
         seen = {}
         for name, info in graph.node_sets.items():
             if info.filename:
@@ -177,12 +189,18 @@ def main_body(argv) -> int:
                 ),
             )
     else:
-        report.check("sampling spec", lambda: _fail("not checked: the schema failed"))
+        plan = report.check("sampling spec", lambda: _fail("not checked: the schema failed"))
     if args.input_seeds:
         columns = ("#source", "#target") if args.seed_edge_set else ("#id",)
         report.check(
             "input seeds",
-            lambda: check_table(args.input_seeds, columns, {}, args.rows, args.max_files),
+            lambda: check_table(
+                args.input_seeds,
+                columns,
+                _seed_time(plan, args.input_seeds),
+                args.rows,
+                args.max_files,
+            ),
         )
     seconds = time.time() - start
     total = report.passed + report.failed

@@ -232,13 +232,15 @@ class Seeds:
     sample_id: np.ndarray  # object array of bytes
     seed_id: np.ndarray  # object array of bytes
     node: np.ndarray  # uint64 fingerprint of seed_id
+    time: np.ndarray | None = None  # each seed's time, from the seeds table's time column
 
     def __len__(self) -> int:
         return len(self.sample)
 
     def take(self, index) -> Seeds:
+        time = None if self.time is None else self.time[index]
         return Seeds(
-            self.sample[index], self.sample_id[index], self.seed_id[index], self.node[index]
+            self.sample[index], self.sample_id[index], self.seed_id[index], self.node[index], time
         )
 
     @classmethod
@@ -246,9 +248,36 @@ class Seeds:
         if not parts:
             e = np.zeros(0, np.uint64)
             return cls(e, bytes_array([]), bytes_array([]), e)
+        timed = [p.time is not None for p in parts]
+        if any(timed) and not all(timed):
+            raise ValueError("Seeds with and without times")
         return cls(
             np.concatenate([p.sample for p in parts]),
             np.concatenate([p.sample_id for p in parts]),
             np.concatenate([p.seed_id for p in parts]),
             np.concatenate([p.node for p in parts]),
+            np.concatenate([p.time for p in parts]) if all(timed) else None,
         )
+
+
+@dataclasses.dataclass
+class SeedRows:
+    """Rows of a seeds table: ids (object array of bytes), and each row's time when the table
+    has a time column (sampler.io.graph_tables.SEED_TIME_COLUMN)."""
+
+    ids: np.ndarray
+    time: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index) -> SeedRows:
+        return SeedRows(self.ids[index], None if self.time is None else self.time[index])
+
+    @classmethod
+    def concat(cls, parts: list[SeedRows]) -> SeedRows:
+        timed = [p.time is not None for p in parts]
+        if any(timed) and not all(timed):
+            raise ValueError("seed rows with and without times")
+        ids = np.concatenate([p.ids for p in parts]) if parts else bytes_array([])
+        return cls(ids, np.concatenate([p.time for p in parts]) if parts and all(timed) else None)

@@ -5,7 +5,8 @@ uses none of the sampler's sampling, encoding or reading code.
 For every subgraph of a spec whose temporal ops all start at the seed (one hop from the seed
 node, every op temporal), it checks that
 
-- the context `seed_time` is the seed node's time in the tables;
+- the context `seed_time` is the seed node's time in the tables, or with a seeds table's
+  times, the time of the seed's row (`X:k` the k-th lowest of seed X's times);
 - every edge of a temporal op's edge set is one of the seed's out-edges in the table that is
   eligible: its time <= the seed time (< when strictly before), >= seed time - window, and its
   target's time eligible when the op names a node time;
@@ -160,7 +161,7 @@ class Checker:
                 out[_id(t["#source"][r])].append({k: t[k][r] for k in t})
             self.out[name] = out
             self.ends[name] = (source, target)
-        # (edge set, seed) -> [samples, eligible count, k, Counter of picks by edge]
+        # (edge set, seed, seed time) -> [samples, eligible count, k, Counter of picks by edge]
         self.uniform = {}
 
     def eligible(self, op: Op, source: bytes, seed_time) -> list[dict]:
@@ -204,13 +205,22 @@ class Checker:
                     s, d = min(wrong)
                     raise AssertionError(f"{where}: {edge_set} edge {s!r} -> {d!r} is {what}")
 
-    def check(self, record: bytes, seed_set: str, seed_time_feature: str, ops: list[Op]) -> None:
-        """Raises AssertionError naming the sample on any violation."""
+    def check(
+        self, record: bytes, seed_set: str, seed_time_feature: str, ops: list[Op], table=None
+    ) -> None:
+        """Raises AssertionError naming the sample on any violation. `table`: the seeds
+        table's times ({seed id: [time of each of its rows]}) when it has a time column: the
+        sample `X:k` (`X` the k-th time) has the k-th lowest of X's times."""
         ex = parse_example(record)
         seed = ex["context/seed_id"][0]
         seed_time = ex["context/seed_time"][0]
-        where = f"sample {ex['context/sample_id'][0]!r}"
-        truth = self.nodes[seed_set][seed][seed_time_feature]
+        sample = ex["context/sample_id"][0]
+        where = f"sample {sample!r}"
+        if table is None:
+            truth = self.nodes[seed_set][seed][seed_time_feature]
+        else:
+            k = int(sample.rsplit(b":", 1)[1]) if b":" in sample else 0
+            truth = sorted(table[seed])[k]
         assert seed_time == truth, f"{where}: seed_time {seed_time} != the table's {truth}"
         assert ex[f"nodes/{seed_set}.#id"][0] == seed, f"{where}: the seed is not node 0"
         for op in ops:
@@ -253,7 +263,7 @@ class Checker:
             assert times == latest, f"{where}: most recent {times} != the latest {latest}"
         elif len(eligible) > op.k:
             tally = self.uniform.setdefault(
-                (op.edge_set, seed), [0, len(eligible), op.k, collections.Counter()]
+                (op.edge_set, seed, seed_time), [0, len(eligible), op.k, collections.Counter()]
             )
             tally[0] += 1
             tally[3].update(picks)
@@ -279,17 +289,27 @@ class Checker:
         keys = list(counts)
         return keys + [None] * (c - len(keys))
 
-    def check_link(self, record: bytes, seed_edge_set: str, seed_time_feature: str, ops) -> None:
+    def check_link(
+        self, record: bytes, seed_edge_set: str, seed_time_feature: str, ops, table=None
+    ) -> None:
         """A link example: its seed time is its positive's edge's time (ids without escapes,
-        one edge per pair), the seed pair is in none of its edge sets that read the seed
-        table, and every edge of a temporal op's set is eligible (strictly before by default).
+        one edge per pair), or with `table` ({(source, target): [time of each row]}, a seeds
+        table's times) the k-th lowest of its pair's times for `a->b:k`; the seed pair is in
+        none of its edge sets that read the seed table, and every edge of a temporal op's set
+        is eligible (strictly before by default).
         """
         ex = parse_example(record)
         sample = ex["context/sample_id"][0]
         where = f"sample {sample!r}"
-        pair = sample.split(b"#neg")[0].split(b":")[0]
+        positive = sample.split(b"#neg")[0]
+        pair = positive.split(b":")[0]
         a, b = pair.split(b"->")
-        times = [r[seed_time_feature] for r in self.out[seed_edge_set][a] if _id(r["#target"]) == b]
+        if table is not None:
+            k = int(positive.split(b":")[1]) if b":" in positive else 0
+            times = [sorted(table[a, b])[k]]
+        else:
+            edges = self.out[seed_edge_set][a]
+            times = [r[seed_time_feature] for r in edges if _id(r["#target"]) == b]
         assert len(times) == 1, f"{where}: the positive {pair!r} is not one edge of the table"
         seed_time = ex["context/seed_time"][0]
         assert seed_time == times[0], f"{where}: seed_time {seed_time} != the edge's {times[0]}"

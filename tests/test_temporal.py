@@ -347,14 +347,6 @@ def test_a_seed_without_a_time_is_a_bad_row(tmp_path, capsys):
     assert len(records) == PAPERS - 1  # p0, whose year is null, is not sampled
 
 
-def test_estimate_refuses_node_times_in_one_line(tmp_path, capsys):
-    schema, _, _ = _write(tmp_path)
-    argv = ["--graph_schema", schema, "--sampling_spec", _spec(tmp_path), "--stats_cache", "none"]
-    assert estimate_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "temporal" in err[0], err
-
-
 def test_estimate_probes_by_time(tmp_path):
     """On a MAG-shaped graph with paper years as time, the estimate of a temporal spec (its
     probe samples by time) is within 10% of the records' sizes; the untimed degree model is

@@ -5,8 +5,10 @@ samples by time."""
 
 from __future__ import annotations
 
+import collections
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -152,3 +154,72 @@ def test_link_seed_time_fields_are_checked(link_graph):
                                       'temporal_seed { edge_time_feature: "weight" }')),
             seed_edge_set="cites",
         )  # fmt: skip
+
+
+RUNS = {
+    "InMemory": ["--runner", "InMemory"],
+    "worker": ["--graph_placement", "worker"],
+    "topology": ["--graph_placement", "topology"],
+}
+
+
+def _pairs(tmp_path, count: int, edges: bool) -> list[tuple[str, str]]:
+    """`count` (source, target) pairs of papers that are (or are not) cites edges."""
+    table = pq.read_table(tmp_path / "cites.parquet").to_pydict()
+    cites = set(zip(table["#source"], table["#target"], strict=True))
+    every = [(f"p{i}", f"p{j}") for i in range(40) for j in range(40)]
+    return [p for p in every if (p in cites) == edges][:count]
+
+
+def test_a_link_seed_that_is_no_edge_is_a_bad_row(link_graph, capsys):
+    """Without a time column, a seed pair that is no edge has no time: a dead letter of the
+    seeds table, counted under --max_bad_records, on every placement that samples it."""
+    tmp_path, schema, spec = link_graph
+    seeds = tmp_path / "pairs.csv"
+    rows = _pairs(tmp_path, 3, True) + _pairs(tmp_path, 2, False)
+    seeds.write_text("#source,#target\n" + "".join(f"{a},{b}\n" for a, b in rows))
+    capsys.readouterr()
+    refused = str(tmp_path / "refused" / "samples")
+    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--output_samples", refused,
+            "--seed_edge_set", "cites", "--input_seeds", str(seeds), "--runner", "InMemory"]  # fmt: skip
+    assert sample_cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no edge of the seed edge set" in err[0], err
+    records = {}
+    for run, flags in RUNS.items():
+        out = tmp_path / f"no_edge_{run}"
+        extra = ["--input_seeds", str(seeds), "--max_bad_records", "2", *flags]
+        records[run] = _run(schema, spec, str(out / "samples"), *extra)
+        letters = [json.loads(line) for f in out.glob("bad_records-*.jsonl") for line in open(f)]
+        assert sorted(d["row"] for d in letters) == sorted(f"{a}->{b}" for a, b in rows[3:]), run
+        report = json.loads((out / "run_summary.json").read_text())
+        assert report["counters"]["bad_records/seeds"] == 2, run
+        assert report["samples"]["seeds_in"] == 3 and report["samples"]["balanced"], run
+    assert records["worker"] == records["topology"] == records["InMemory"]
+    assert len(records["InMemory"]) == 2 * 3
+
+
+def test_link_seeds_take_the_tables_times(link_graph):
+    """With a seed_time column every pair has its row's time, edges or not; repeats of a pair
+    are numbered by time."""
+    tmp_path, schema, spec = link_graph
+    pairs = _pairs(tmp_path, 6, True) + _pairs(tmp_path, 6, False)
+    rng = np.random.default_rng(5)
+    rows = [(a, b, int(t)) for a, b in pairs for t in rng.integers(2000, 2013, 3)]
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    seeds = tmp_path / "timed_pairs.parquet"
+    columns = list(zip(*rows, strict=True))
+    pq.write_table(pa.table({"#source": columns[0], "#target": columns[1],
+                             "seed_time": pa.array(columns[2], pa.int64())}), seeds)  # fmt: skip
+    table = collections.defaultdict(list)
+    for a, b, t in rows:
+        table[a.encode(), b.encode()].append(t)
+    records = {}
+    for run, flags in RUNS.items():
+        out = str(tmp_path / f"timed_{run}" / "samples")
+        records[run] = _run(schema, spec, out, "--input_seeds", str(seeds), *flags)
+    assert records["worker"] == records["topology"] == records["InMemory"]
+    assert len(records["InMemory"]) == 2 * len(rows)
+    checker = Checker(*_tables(tmp_path))
+    for record in records["InMemory"]:
+        checker.check_link(record, "cites", "year", OPS, table=table)

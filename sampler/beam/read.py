@@ -13,9 +13,9 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.batches import EdgeBatch, NodeBatch, bytes_array
+from sampler.batches import EdgeBatch, NodeBatch
 from sampler.graph_checks import edge_shape_counts
-from sampler.io import graph_tables, readers
+from sampler.io import graph_tables
 from sampler.node_table import NodeTable, build_node_table
 from sampler.sample import temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency
@@ -64,14 +64,15 @@ class _ReadTable(beam.DoFn):
             yield beam.pvalue.TaggedOutput(BAD_RECORDS, bad.to_json(set=self._name))
 
 
-def read_files(pbegin, files: list, read_fn: beam.DoFn, *tags: str, main: str):
-    """Files -> Spread -> Read: the files spread over workers, each read by `read_fn`, whose
-    outputs are `main`, `tags` and BAD_RECORDS (dead-letter JSON lines)."""
+def read_files(pbegin, files: list, read_fn: beam.DoFn, *tags: str, main: str, side=()):
+    """Files -> Spread -> Read: the files spread over workers, each read by `read_fn` (with
+    the side inputs `side`), whose outputs are `main`, `tags` and BAD_RECORDS (dead-letter
+    JSON lines)."""
     return (
         pbegin
         | "Files" >> beam.Create(files)
         | "Spread" >> beam.Reshuffle()
-        | "Read" >> beam.ParDo(read_fn).with_outputs(*tags, BAD_RECORDS, main=main)
+        | "Read" >> beam.ParDo(read_fn, *side).with_outputs(*tags, BAD_RECORDS, main=main)
     )
 
 
@@ -383,24 +384,33 @@ class ReadGraph(beam.PTransform):
 
 
 class ReadSeedIds(beam.PTransform):
-    """A seed table's `#id` column as object arrays of bytes (duplicates kept).
+    """A seed table's rows as SeedRows: the `#id` column (object arrays of bytes, duplicates
+    kept) and, with `time_kind` (a temporal plan's seed time kind), each row's time when the
+    table has the time column (graph_tables.has_seed_times).
 
     Outputs `ids` and `bad_records` (bad rows of the seed table, dead letters of the set `seeds`).
     """
 
-    def __init__(self, pattern: str, max_bad_records: int = 0):
+    def __init__(self, pattern: str, max_bad_records: int = 0, time_kind: str | None = None):
         super().__init__()
         self._files = graph_tables.table_files(pattern)
         self._max_bad = max_bad_records
+        self._kind = time_kind
+        if time_kind is not None and not graph_tables.has_seed_times(self._files):
+            self._kind = None
 
     class _ReadFile(_ReadTable):
+        def __init__(self, name: str, max_bad_records: int, kind: str | None):
+            super().__init__(name, max_bad_records)
+            self._kind = kind
+
         def process(self, path_fmt):
-            for column in readers.read_ids(*path_fmt, on_bad=self._report):
-                self._rows_read.inc(len(column))
-                yield bytes_array(column.to_pylist())
+            for rows in graph_tables.read_seed_file(*path_fmt, self._kind, self._report):
+                self._rows_read.inc(len(rows))
+                yield rows
                 yield from self._flush()
             yield from self._flush()
 
     def expand(self, pbegin):
-        read = read_files(pbegin, self._files, self._ReadFile("seeds", self._max_bad), main="ids")
-        return read
+        read_fn = self._ReadFile("seeds", self._max_bad, self._kind)
+        return read_files(pbegin, self._files, read_fn, main="ids")

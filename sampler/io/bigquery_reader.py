@@ -233,6 +233,13 @@ def unit_bytes(unit: str) -> int:
     return int(unit_fields(unit)["bytes"])
 
 
+def unit_columns(unit: str) -> list[str]:
+    """The canonical names of a stream's columns ('#id' for BigQuery's 'id', ...)."""
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(unit_fields(unit)["schema"])))
+    canonical = {bq: name for name, bq in ID_COLUMNS.items()}
+    return [canonical.get(name, name) for name in schema.names]
+
+
 def read_unit(unit: str, id_columns, specs, batch_rows: int, report) -> Iterator[pa.Table]:
     """The rows of one stream as canonical tables of at most `batch_rows` rows (readers'
     contract: bad rows to `report`, a column of the wrong type a UserError)."""

@@ -179,6 +179,15 @@ def read_csv(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Table]:
         yield from batcher.flush()
 
 
+def columns_of(path: str) -> list[str] | None:
+    """The names in a CSV file's header; None for a file without one (empty)."""
+    with open_file(path) as raw:
+        lines = csv_blocks.Source(path, raw).lines()
+        header = next(_csv_records(path, csv.reader(lines, strict=True)), None)
+        lines.close()
+    return None if header is None else list(header[3])
+
+
 def _block_lines(path: str, block: bytes, line: int) -> Iterator[str]:
     return (text for text, _ in csv_blocks.text_lines(path, block, line))
 

@@ -14,7 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sampler import ids
-from sampler.batches import EdgeBatch, NodeBatch, bytes_array
+from sampler.batches import EdgeBatch, NodeBatch, SeedRows, bytes_array
+from sampler.errors import UserError
+from sampler.features import FeatureSpec
 from sampler.io import bigquery_source, files, parquet_reader, readers
 from sampler.node_table import FingerprintCollision
 from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
@@ -187,25 +189,113 @@ def latent_ends(graph: GraphInfo, info: EdgeSetInfo) -> dict[str, str]:
 
 def read_seed_ids(pattern: str, on_bad: readers.OnBad = None) -> np.ndarray:
     """All ids of a seed table (the `#id` column), duplicates kept, as bytes objects."""
-    out = []
-    for path, fmt in table_files(pattern):
-        for column in readers.read_ids(path, fmt, on_bad=on_bad):
-            out.extend(column.to_pylist())
-    return bytes_array(out)
+    return read_seeds(pattern, None, on_bad).ids
 
 
-def read_seed_pairs(pattern: str, on_bad: readers.OnBad = None) -> tuple[np.ndarray, np.ndarray]:
-    """(source fps, target fps) of a link seed table's `#source`, `#target` columns."""
-    sources, targets = [], []
-    for path, fmt in table_files(pattern):
-        for table in readers.read_table(path, fmt, ("#source", "#target"), {}, on_bad=on_bad):
-            sources.append(ids.fingerprint(table.column("#source").combine_chunks()))
-            targets.append(ids.fingerprint(table.column("#target").combine_chunks()))
+# A seeds table's column of each seed's time (a temporal spec's; docs/sampling.md).
+SEED_TIME_COLUMN = "seed_time"
+
+
+def has_seed_times(units: list[tuple[str, str]]) -> bool:
+    """Whether a seeds table (its `table_files`) has the time column SEED_TIME_COLUMN, as its
+    first file with a header or a record says (every file must then have it)."""
+    for path, fmt in units:
+        names = readers.columns_of(path, fmt)
+        if names is not None:
+            return SEED_TIME_COLUMN in names
+    return False
+
+
+def read_seed_file(path: str, fmt: str, kind: str | None, on_bad: readers.OnBad = None):
+    """SeedRows of one seeds table file: its `#id` column and, with `kind` ("int" or "float"),
+    its time column of that kind (a missing or unparseable time is a bad row)."""
+    specs = {} if kind is None else {SEED_TIME_COLUMN: FeatureSpec(SEED_TIME_COLUMN, kind, ())}
+    for table in readers.read_table(path, fmt, ("#id",), specs, on_bad=on_bad):
+        seed_ids = bytes_array(table.column(0).combine_chunks().to_pylist())
+        times = None if kind is None else table.column(1).combine_chunks().to_numpy()
+        yield SeedRows(seed_ids, times)
+
+
+def read_seeds(pattern: str, kind: str | None, on_bad: readers.OnBad = None) -> SeedRows:
+    """Every row of a seeds table (duplicates kept): ids, and with `kind` each row's time
+    when the table has the time column (`has_seed_times`), else no times."""
+    units = table_files(pattern)
+    if kind is not None and not has_seed_times(units):
+        kind = None
+    parts = [rows for path, fmt in units for rows in read_seed_file(path, fmt, kind, on_bad)]
+    return SeedRows.concat(parts)
+
+
+def read_seed_pairs(
+    pattern: str,
+    on_bad: readers.OnBad = None,
+    kind: str | None = None,
+    edge_keys: np.ndarray | None = None,
+) -> tuple:
+    """(source fps, target fps, times or None) of a link seed table's `#source`, `#target`
+    columns, and with `kind` its time column when it has one (`has_seed_times`); without one,
+    `edge_keys` (`seed_edge_keys`) makes each pair that is no seed edge a bad row."""
+    units = table_files(pattern)
+    if kind is not None and not has_seed_times(units):
+        kind = None
+    if kind is not None:
+        edge_keys = None
+    parts = [
+        part
+        for path, fmt in units
+        for part in read_seed_pair_file(path, fmt, kind, on_bad, edge_keys)
+    ]
     empty = np.zeros(0, np.uint64)
     return (
-        np.concatenate(sources) if sources else empty,
-        np.concatenate(targets) if targets else empty,
+        np.concatenate([p[0] for p in parts]) if parts else empty,
+        np.concatenate([p[1] for p in parts]) if parts else empty,
+        np.concatenate([p[2] for p in parts]) if parts and kind is not None else None,
     )
+
+
+def seed_edge_keys(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The sorted pair keys of a seed edge set's (source fps, target fps)."""
+    return np.sort(ids.combine(source, target))
+
+
+def read_seed_pair_file(
+    path: str,
+    fmt: str,
+    kind: str | None,
+    on_bad: readers.OnBad = None,
+    edge_keys: np.ndarray | None = None,
+):
+    """(source fps, target fps, times or None) batches of one link seed table file: with
+    `kind`, its time column (a missing or unparseable time is a bad row); with `edge_keys`
+    (the seed edge set's `seed_edge_keys`, for a temporal spec's seeds without a time
+    column), a pair that is no edge has no seed time: a bad row, `seed <source>-><target>`."""
+    specs = {} if kind is None else {SEED_TIME_COLUMN: FeatureSpec(SEED_TIME_COLUMN, kind, ())}
+    for table in readers.read_table(path, fmt, ("#source", "#target"), specs, on_bad=on_bad):
+        columns = [table.column(c).combine_chunks() for c in ("#source", "#target")]
+        source, target = (ids.fingerprint(c) for c in columns)
+        times = None if kind is None else table.column(2).combine_chunks().to_numpy()
+        if edge_keys is not None:
+            keys = ids.combine(source, target)
+            pos = np.minimum(np.searchsorted(edge_keys, keys), max(len(edge_keys) - 1, 0))
+            edge = edge_keys[pos] == keys if len(edge_keys) else np.zeros(len(keys), bool)
+            if not edge.all():
+                _no_edges(path, columns, np.flatnonzero(~edge), on_bad)
+                source, target = source[edge], target[edge]
+        yield source, target, times
+
+
+def _no_edges(path: str, columns, rows: np.ndarray, on_bad: readers.OnBad) -> None:
+    for i in rows.tolist():
+        pair = "->".join(c[i].as_py().decode("utf-8", "backslashreplace") for c in columns)
+        bad = readers.BadRecord(
+            path,
+            pair,
+            "no edge of the seed edge set, so no seed time (give the table a seed_time column)",
+            unit="seed",
+        )
+        if on_bad is None:
+            raise UserError(bad.message())
+        on_bad(bad)
 
 
 ID_BYTES = 16  # a node's fingerprint and a short id, per row, in a table file

@@ -63,6 +63,21 @@ def read_parquet(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Tab
         )
 
 
+def columns_of(path: str) -> list[str] | None:
+    """The columns of a Parquet file; None for an empty (0-byte) file."""
+    with open_file(path) as f:
+        f.seek(0, io.SEEK_END)
+        if f.tell() == 0:
+            return None
+        f.seek(0)
+        try:
+            return list(pq.ParquetFile(f).schema_arrow.names)
+        except UserError:
+            raise
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise UserError(f"{path}: not a Parquet file ({first_line(e)})") from e
+
+
 def _parquet_batches(path: str, batches) -> Iterator[pa.RecordBatch]:
     while True:
         try:

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
+from sampler.io import csv_reader, parquet_reader, tfrecord_reader
 from sampler.io.bigquery_source import UNIT_FORMAT
 from sampler.io.csv_reader import read_csv
 from sampler.io.files import check_format
@@ -46,7 +47,7 @@ from sampler.io.parquet_reader import read_parquet
 from sampler.io.read_common import BadRecord, OnBad
 from sampler.io.tfrecord_reader import read_tfrecord
 
-__all__ = ["BadRecord", "OnBad", "read_ids", "read_table", "too_many_bad_records"]
+__all__ = ["BadRecord", "OnBad", "columns_of", "read_ids", "read_table", "too_many_bad_records"]
 
 
 def _reporter(on_bad: OnBad) -> Callable[[BadRecord], None]:
@@ -109,3 +110,16 @@ def read_ids(
     """Yields the (binary) values of one id column of a table file, e.g. a seed table."""
     for table in read_table(path, fmt, (column,), {}, batch_rows, on_bad):
         yield table.column(0).combine_chunks()
+
+
+def columns_of(path: str, fmt: str) -> list[str] | None:
+    """The column names of one table file, as `read_table` finds them: a CSV file's header, a
+    Parquet file's columns, the features of a TFRecord file's first record, a BigQuery
+    stream's columns; None for a file with no header (empty) or no record."""
+    fmt = UNIT_FORMAT if fmt == UNIT_FORMAT else check_format(fmt)
+    if fmt == UNIT_FORMAT:
+        from sampler.io import bigquery_reader
+
+        return bigquery_reader.unit_columns(path)
+    module = {"csv": csv_reader, "tfrecord": tfrecord_reader, "parquet": parquet_reader}[fmt]
+    return module.columns_of(path)

@@ -67,6 +67,21 @@ def read_tfrecord(path, id_columns, specs, batch_rows, report) -> Iterator[pa.Ta
             buf, starts, ends, indices = framer.take(batch_rows)
 
 
+def columns_of(path: str) -> list[str] | None:
+    """The features of a TFRecord file's first readable tf.Example; None without one."""
+    with open_file(path) as f:
+        framer = tfrecord.RecordFramer(path, f, lambda index: None)
+        while True:
+            buf, starts, ends, _ = framer.take(1)
+            if not len(starts):
+                return None
+            try:
+                example = _parse_proto(buf[int(starts[0]) : int(ends[0])])
+            except _BadProto:
+                continue
+            return list(example.features.feature)
+
+
 def _prepend(record: bytes, index: int, buf, starts, ends, indices):
     """The record followed by the records taken after it, in one buffer."""
     if not len(starts):

@@ -114,11 +114,19 @@ def escape_seed_id(node_id: bytes) -> bytes:
     return node_id
 
 
-def make_seeds(seed_ids: np.ndarray) -> Seeds:
+def make_seeds(seed_ids: np.ndarray, times: np.ndarray | None = None) -> Seeds:
     """One seed per occurrence: the k-th repeat of id X gets sample id `X:k` (as TF-GNN does),
-    X escaped (escape_seed_id): every sample id is unique."""
+    X escaped (escape_seed_id): every sample id is unique. With `times` (a time per seed, from
+    the seeds table), the repeats of X are numbered in the order of their times, so that
+    each `X:k` has the same time whatever order the table's rows arrive in."""
     fp = ids.fingerprint(seed_ids.tolist()) if len(seed_ids) else np.zeros(0, np.uint64)
-    order = np.lexsort((fp,))
+    if times is None:
+        order = np.lexsort((fp,))
+    else:
+        times = np.asarray(times)
+        times = times + times.dtype.type(0)  # -0.0 becomes 0.0: one order of the two
+        order = np.lexsort((times, fp))
+        times = times[order]
     fp, seed_ids = fp[order], seed_ids[order]
     n = len(fp)
     first = np.ones(n, dtype=bool)
@@ -131,4 +139,4 @@ def make_seeds(seed_ids: np.ndarray) -> Seeds:
     ]
     sample_ids = bytes_array(sample_ids)
     keys = ids.fingerprint(sample_ids.tolist()) if n else np.zeros(0, np.uint64)
-    return Seeds(keys, sample_ids, bytes_array(seed_ids.tolist()), fp)
+    return Seeds(keys, sample_ids, bytes_array(seed_ids.tolist()), fp, times)

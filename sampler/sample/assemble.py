@@ -83,7 +83,9 @@ def assemble_chunks(
 
 def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: int, times=None):
     """The samples `kept` of an assembled bucket (see `assembled`) as SubgraphChunks; `times`:
-    a temporal spec's seed time per sample (the chunks' seed_times), when known here."""
+    a temporal spec's seed time per sample (the chunks' seed_times), when known here (default:
+    the seeds' own times, a seeds table's `seed_time` column)."""
+    times = seeds.time if times is None else times
     for start in range(0, len(kept), chunk_size):
         part = kept[start : start + chunk_size]
         chunk_nodes = {}

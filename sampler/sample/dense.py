@@ -333,7 +333,7 @@ def sample_chunk_columns(
     seeds = seeds.take(np.flatnonzero(found))
     seed_rows = seed_rows[found]
     n = len(seeds)
-    seed_times = temporal_dense.seed_times(dg, plan, seed_rows)
+    seed_times = temporal_dense.seed_times(dg, plan, seed_rows, seeds)
     times = None if seed_times is None else (seed_times, plan.seed_time.kind)
     produced = {plan.seed_op: seed_part(n, seed_rows)}
     picked = collections.defaultdict(list)

@@ -75,20 +75,26 @@ class LinkSeeds:
     source: np.ndarray  # uint64 fingerprint of the source id
     target: np.ndarray  # uint64 fingerprint of the target id
     occurrence: np.ndarray  # int64: k for the k-th repeat of the pair
+    time: np.ndarray | None = None  # each seed's time, from the seeds table's time column
 
     def __len__(self) -> int:
         return len(self.sample)
 
     def take(self, index) -> LinkSeeds:
+        time = None if self.time is None else self.time[index]
         return LinkSeeds(
-            self.sample[index], self.source[index], self.target[index], self.occurrence[index]
+            self.sample[index], self.source[index], self.target[index], self.occurrence[index], time
         )
 
     @classmethod
     def concat(cls, parts: list[LinkSeeds]) -> LinkSeeds:
         if not parts:
             return make_link_seeds(np.zeros(0, np.uint64), np.zeros(0, np.uint64))
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+        timed = [p.time is not None for p in parts]
+        if any(timed) and not all(timed):
+            raise ValueError("LinkSeeds with and without times")
+        time = np.concatenate([p.time for p in parts]) if all(timed) else None
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS), time)
 
 
 _FIELDS = ("sample", "source", "target", "occurrence")
@@ -99,11 +105,18 @@ def pair_keys(source: np.ndarray, target: np.ndarray) -> np.ndarray:
     return ids.combine(source, target)
 
 
-def make_link_seeds(source: np.ndarray, target: np.ndarray) -> LinkSeeds:
-    """Seeds from (source fp, target fp) pairs, all occurrences of a pair together."""
+def make_link_seeds(source: np.ndarray, target: np.ndarray, time=None) -> LinkSeeds:
+    """Seeds from (source fp, target fp) pairs, all occurrences of a pair together; with
+    `time` (the seeds table's), the repeats of a pair numbered in the order of their times."""
     source = np.asarray(source, np.uint64)
     target = np.asarray(target, np.uint64)
-    order = np.lexsort((target, source))
+    if time is None:
+        order = np.lexsort((target, source))
+    else:
+        time = np.asarray(time)
+        time = time + time.dtype.type(0)  # -0.0 becomes 0.0: one order of the two
+        order = np.lexsort((time, target, source))
+        time = time[order]
     source, target = source[order], target[order]
     n = len(source)
     first = np.ones(n, dtype=bool)
@@ -111,7 +124,7 @@ def make_link_seeds(source: np.ndarray, target: np.ndarray) -> LinkSeeds:
     start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else np.zeros(0, int)
     occurrence = (np.arange(n) - start).astype(np.int64)
     sample = ids.combine(source, target, occurrence.astype(np.uint64))
-    return LinkSeeds(sample, source, target, occurrence)
+    return LinkSeeds(sample, source, target, occurrence, time)
 
 
 def edge_pairs(adj: Adjacency) -> tuple[np.ndarray, np.ndarray]:
@@ -300,7 +313,9 @@ def sample_link_chunk_columns(
     keep = np.flatnonzero(found)
     seeds, src_rows, dst_rows = seeds.take(keep), src_rows[keep], dst_rows[keep]
     seed_time = None
-    if plan.seed_time is not None:  # temporal: only seeds that are edges have a time
+    if plan.seed_time is not None and seeds.time is not None:  # the seeds table's times
+        seed_time = np.asarray(seeds.time)
+    elif plan.seed_time is not None:  # only seeds that are edges have a time
         seed_time, timed = link_seed_times(dg, plan, src_rows, dst_rows, seeds.occurrence)
         counters["seeds_without_time"] += int((~timed).sum())
         keep = np.flatnonzero(timed)

@@ -63,19 +63,22 @@ def sample_frontier_temporal(
     op,
     kind: str,
     randomness: Randomness,
+    edge_node_times: np.ndarray | None = None,
 ) -> SampledEdges:
     """`sample_frontier` of a temporal op: each frontier row picks among its out-edges
     eligible at `seed_time` (one per row), as the dense sampler does
     (sampler.sample.temporal_dense), with the same streams. An op with a node time reads its
-    targets' times from `adjacency.target_times`, one per edge."""
+    targets' times from `edge_node_times` (one per adjacency edge: the `estimate` probe's),
+    else from `adjacency.target_times` (the `sharded` placement's adjacency shards)."""
     start, degree = adjacency.lookup(frontier.node)
     live = np.flatnonzero(degree > 0)
     sample, node = frontier.sample[live], frontier.node[live]
     rows = np.arange(len(live), dtype=np.int64)
-    targets, node_times = adjacency.targets.view(np.int64), None
-    if op.temporal.node_time is not None:  # the kernels read node_times[targets[e]]
-        targets = np.arange(adjacency.num_edges, dtype=np.int64)
+    targets, node_times = adjacency.targets.view(np.int64), edge_node_times
+    if node_times is None and op.temporal.node_time is not None:
         node_times = adjacency.target_times[op.temporal.node_time]
+    if node_times is not None:  # each edge its own target row: the kernels read node_times[e]
+        targets = np.arange(len(adjacency.targets), dtype=np.int64)
     graph = (start[live], degree[live], targets, node)
     frontier_rows = (rows, rows.copy())
     bounds, positions, _ = temporal_dense.picks(

@@ -161,6 +161,12 @@ def seed_time(
     return SeedTime(seed_set, name, kind)
 
 
+def table_time_kind(plan) -> str | None:
+    """The kind of the seeds table's time column a plan reads (its seed time's), or None for
+    an untimed plan."""
+    return None if plan.seed_time is None else plan.seed_time.kind
+
+
 def time_features(plan) -> dict[str, tuple[str, ...]]:
     """Node set -> the time features a temporal plan reads of it (the seed time, the ops'
     node times): what the `topology` placement keeps of the node tables."""
@@ -185,7 +191,10 @@ def target_time_features(plan) -> dict[str, tuple[str, ...]]:
 
 def with_chunk_seed_times(chunk, plan):
     """A chunk of node seeds' subgraphs assembled from rows (the `sharded` placement) with
-    its seed times: each seed is node 0 of its node set, and its time one of its features."""
+    its seed times: each seed is node 0 of its node set, and its time one of its features
+    (unless the chunk has its seeds' times from the seeds table already)."""
+    if chunk.seed_times is not None:
+        return chunk
     part = chunk.node_rows[plan.seed_set]
     first = np.asarray(part.bounds[:-1])
     column = np.asarray(part.batch.features[plan.seed_time.feature])

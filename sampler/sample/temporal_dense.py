@@ -22,10 +22,13 @@ def _graph(a: np.ndarray) -> np.ndarray:
     return read_only(np.ascontiguousarray(a))
 
 
-def seed_times(dg, plan, seed_rows: np.ndarray) -> np.ndarray | None:
-    """Each seed's time (the seed node's time feature), or None for an untimed spec."""
+def seed_times(dg, plan, seed_rows: np.ndarray, seeds=None) -> np.ndarray | None:
+    """Each seed's time: from the seeds table (`seeds.time`) when it has them, else the seed
+    node's time feature; None for an untimed spec."""
     if plan.seed_time is None:
         return None
+    if seeds is not None and seeds.time is not None:
+        return np.asarray(seeds.time)
     column = dg.nodes[plan.seed_set].rows.features[plan.seed_time.feature]
     return np.asarray(column)[seed_rows]
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from sampler import ids
 from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
+from sampler.features import NUMPY_DTYPE
 from sampler.io import graph_tables
 from sampler.sample import link, temporal
 from sampler.sample.adjacency import Adjacency, build_adjacency, make_seeds
@@ -118,33 +119,49 @@ def seed_times(graph, plan: SamplingPlan, seeds, progress) -> np.ndarray | None:
     the seed node set's table); a seed not in its table gets the lowest time."""
     if plan.seed_time is None:
         return None
-    name, feature = plan.seed_set, plan.seed_time.feature
+    dtype = temporal.BOUND_DTYPE[plan.seed_time.kind]
+    lowest = np.iinfo(np.int64).min if dtype == np.int64 else -np.inf
+    return node_values(graph, plan.seed_set, plan.seed_time.feature, seeds.node, progress, lowest)
+
+
+def node_values(graph, name: str, feature: str, fps: np.ndarray, progress, missing):
+    """The scalar `feature` of node set `name` for each of `fps`, read in one pass over its
+    table; `missing` for a node not in the table."""
     info = graph.node_sets[name]
-    specs = {feature: info.features[feature]}
-    wanted = np.unique(seeds.node)
-    fps, values, rows = [], [], 0
+    spec = info.features[feature]
+    wanted = np.unique(fps)
+    found_fps, values, rows = [], [], 0
     for path, fmt in graph_tables.table_files(
         info.filename, ("#id", feature), f"node set '{name}'"
     ):
-        reader = dataclasses.replace(info, features=specs)
+        reader = dataclasses.replace(info, features={feature: spec})
         for batch in graph_tables.read_node_file(path, fmt, reader):
             rows += len(batch)
             progress(graph_tables.display(info.filename), rows)
             pos = np.minimum(np.searchsorted(wanted, batch.fp), len(wanted) - 1)
             keep = np.flatnonzero(wanted[pos] == batch.fp)
-            fps.append(batch.fp[keep])
+            found_fps.append(batch.fp[keep])
             values.append(np.asarray(batch.features[feature])[keep])
-    dtype = temporal.BOUND_DTYPE[plan.seed_time.kind]
-    lowest = np.iinfo(np.int64).min if dtype == np.int64 else -np.inf
-    out = np.full(len(seeds), lowest, dtype)
-    if fps:
-        fp, value = np.concatenate(fps), np.concatenate(values)
+    dtype = NUMPY_DTYPE[spec.kind]
+    out = np.full(len(fps), missing).astype(dtype)
+    if found_fps:
+        fp, value = np.concatenate(found_fps), np.concatenate(values)
         order = np.argsort(fp, kind="stable")
         fp, value = fp[order], value[order]
-        pos = np.minimum(np.searchsorted(fp, seeds.node), max(len(fp) - 1, 0))
-        found = fp[pos] == seeds.node if len(fp) else np.zeros(len(seeds), bool)
+        pos = np.minimum(np.searchsorted(fp, fps), max(len(fp) - 1, 0))
+        found = fp[pos] == fps if len(fp) else np.zeros(len(fps), bool)
         out[found] = value[pos[found]]
     return out
+
+
+def _edge_node_times(graph, plan, op, adjacency: Adjacency, progress) -> np.ndarray | None:
+    """The time of each edge's target for an op with temporal.node_time_feature (a target
+    not in its node set is never eligible: its edge is dropped by the run), else None."""
+    if op.temporal is None or op.temporal.node_time is None:
+        return None
+    never = np.iinfo(np.int64).max if plan.seed_time.kind == temporal.INT else np.nan
+    feature = op.temporal.node_time
+    return node_values(graph, op.target, feature, adjacency.targets, progress, never)
 
 
 def _unique_edges(sample: np.ndarray, edge_key: np.ndarray) -> np.ndarray:
@@ -160,11 +177,16 @@ def run_probe(
     seed_ids: np.ndarray,
     seed: int = 0,
     progress: Callable[[str, int], None] | None = None,
+    times: np.ndarray | None = None,
 ) -> ProbeResult:
-    """Samples the subgraphs of `seed_ids` (object array of bytes) and returns their sizes."""
-    seeds = make_seeds(seed_ids)
+    """Samples the subgraphs of `seed_ids` (object array of bytes) and returns their sizes;
+    `times`: each seed's time from the seeds table (a temporal spec), else its node's."""
+    seeds = make_seeds(seed_ids, times)
     nodes = {plan.seed_set: SampleNodes(seeds.sample, seeds.node)}
-    times = seed_times(graph, plan, seeds, progress or (lambda table, rows: None))
+    if seeds.time is None:
+        times = seed_times(graph, plan, seeds, progress or (lambda table, rows: None))
+    else:
+        times = seeds.time
     return _probe(graph, plan, seeds.sample, seeds.sample_id, nodes, seed, progress, None, times)
 
 
@@ -176,11 +198,13 @@ def run_link_probe(
     seed: int = 0,
     progress: Callable[[str, int], None] | None = None,
     keep_seed_edges: bool = False,
+    times: np.ndarray | None = None,
 ) -> ProbeResult:
     """The sizes of the link examples of (source fp, target fp) pairs: the seed op yields both
     endpoints, and each example's pair is dropped from its own subgraph (`sampler.sample.link`)
-    unless `keep_seed_edges`. The `_readout` sets count one node and one edge each."""
-    seeds = link.make_link_seeds(source, target)
+    unless `keep_seed_edges`. The `_readout` sets count one node and one edge each. `times`:
+    each pair's seed time, for a temporal spec (`probe_pairs`)."""
+    seeds = link.make_link_seeds(source, target, times)
     order = np.argsort(seeds.sample)
     seeds = seeds.take(order)
     ends = {plan.link.source: [SampleNodes(seeds.sample, seeds.source)]}
@@ -192,7 +216,9 @@ def run_link_probe(
         return exclusions.mask(edge_set, np.searchsorted(seeds.sample, sample), u, v)
 
     sample_ids = [f"{s:016x}".encode() for s in seeds.sample.tolist()]
-    result = _probe(graph, plan, seeds.sample, sample_ids, nodes, seed, progress, excluded)
+    result = _probe(
+        graph, plan, seeds.sample, sample_ids, nodes, seed, progress, excluded, seeds.time
+    )
     ones = np.ones(len(seeds), np.int64)
     result.nodes[link.READOUT] = ones
     result.edges[link.READOUT_SOURCE] = result.edges[link.READOUT_TARGET] = ones
@@ -200,33 +226,87 @@ def run_link_probe(
 
 
 def probe_pairs(graph, plan, input_seeds: str | None, count: int, progress=None):
-    """(source fps, target fps) of `count` seed edges drawn uniformly (a pure function of the
-    rows), and the number of seed edges: the rows of `input_seeds` or of the seed edge set."""
+    """(source fps, target fps, number of seed edges, seed times or None) of `count` seed
+    edges drawn uniformly (a pure function of the rows): the rows of `input_seeds` or of the
+    seed edge set. A temporal spec's seed times: the seeds table's `seed_time` column, else
+    each drawn edge row's time, or for `input_seeds` the time of the pair's edge (a pair that
+    is no edge is left out: the run dead-letters it)."""
+    timed = plan.seed_time is not None
+    feature = plan.seed_time.feature if timed else None
+    info = graph.edge_sets[plan.link.edge_set]
+    lookup = False
     if input_seeds:
-        batches = [graph_tables.read_seed_pairs(input_seeds)]
+        source, target, times = graph_tables.read_seed_pairs(
+            input_seeds, None, temporal.table_time_kind(plan)
+        )
+        lookup = timed and times is None
+        batches = [(source, target, times)]
     else:
-        info = graph.edge_sets[plan.link.edge_set]
+        features = {feature: info.features[feature]} if timed else {}
+        columns = ("#source", "#target", *features)
         batches = (
-            (batch.src, batch.dst)
+            (batch.src, batch.dst, batch.features[feature] if timed else None)
             for path, fmt in graph_tables.table_files(
-                info.filename, ("#source", "#target"), f"edge set '{info.name}'"
+                info.filename, columns, f"edge set '{info.name}'"
             )
             for batch, _ in graph_tables.read_edge_file(
-                path, fmt, dataclasses.replace(info, features={})
+                path, fmt, dataclasses.replace(info, features=features)
             )
         )
     keys, source, target, rows = (np.zeros(0, np.uint64),) * 3 + (0,)
-    for src, dst in batches:
+    times = None
+    for src, dst, time in batches:
         row = np.arange(rows, rows + len(src), dtype=np.uint64)
         rows += len(src)
         keys = np.concatenate([keys, ids.mix(ids.combine(src, dst, row))])
         source, target = np.concatenate([source, src]), np.concatenate([target, dst])
+        if time is not None:
+            times = np.asarray(time) if times is None else np.concatenate([times, time])
         keep = np.argsort(keys, kind="stable")[:count]
         keys, source, target = keys[keep], source[keep], target[keep]
+        times = None if times is None else times[keep]
         if progress is not None:
-            table = graph_tables.display(graph.edge_sets[plan.link.edge_set].filename)
-            progress(input_seeds or table, rows)
-    return source, target, rows
+            progress(input_seeds or graph_tables.display(info.filename), rows)
+    if lookup:
+        times, found = _pair_times(graph, plan, source, target, progress)
+        source, target, times = source[found], target[found], times[found]
+    return source, target, rows, times
+
+
+def _pair_times(graph, plan, source, target, progress):
+    """(time, found) of each (source fp, target fp) pair: the time of an edge of the seed
+    edge set between them, read in one pass over its table."""
+    info = graph.edge_sets[plan.link.edge_set]
+    feature = plan.seed_time.feature
+    features = {feature: info.features[feature]}
+    wanted = np.unique(ids.combine(source, target))
+    found_keys, values, rows = [], [], 0
+    for path, fmt in graph_tables.table_files(
+        info.filename, ("#source", "#target", feature), f"edge set '{info.name}'"
+    ):
+        for batch, _ in graph_tables.read_edge_file(
+            path, fmt, dataclasses.replace(info, features=features)
+        ):
+            rows += len(batch)
+            if progress is not None:
+                progress(graph_tables.display(info.filename), rows)
+            key = ids.combine(batch.src, batch.dst)
+            pos = np.minimum(np.searchsorted(wanted, key), max(len(wanted) - 1, 0))
+            keep = np.flatnonzero(wanted[pos] == key) if len(wanted) else pos[:0]
+            found_keys.append(key[keep])
+            values.append(np.asarray(batch.features[feature])[keep])
+    dtype = NUMPY_DTYPE[info.features[feature].kind]
+    out = np.zeros(len(source), dtype)
+    found = np.zeros(len(source), bool)
+    if found_keys:
+        key, value = np.concatenate(found_keys), np.concatenate(values)
+        order = np.argsort(key, kind="stable")
+        key, value = key[order], value[order]
+        pairs = ids.combine(source, target)
+        pos = np.minimum(np.searchsorted(key, pairs), max(len(key) - 1, 0))
+        found = key[pos] == pairs if len(key) else found
+        out[found] = value[pos[found]]
+    return out, found
 
 
 def mixed(positives: ProbeResult, negatives: ProbeResult, k: int) -> ProbeResult:
@@ -283,6 +363,9 @@ def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=N
                     op=op,
                     kind=plan.seed_time.kind,
                     randomness=Randomness(seed),
+                    edge_node_times=_edge_node_times(
+                        graph, plan, op, adjacency[op.edge_set], report
+                    ),
                 )
             else:
                 edges = sample_frontier(

@@ -29,6 +29,8 @@ from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingIn
 from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
+from sampler.io.graph_tables import has_seed_times, table_files
+from sampler.sample import temporal
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.link import LinkSampling
 from sampler.sample.plan import EDGE, SamplingPlan, load_sampling_spec, make_plan
@@ -100,7 +102,9 @@ def sample_graph_tensors(
         seeds = _link_seeds(root, plan, options, read, bad_records)
         kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
     elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
+            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
+        )
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
         rejected = (seeds, read.tables[plan.seed_set]) | "RejectedSeeds" >> RejectedSeeds(
@@ -145,19 +149,22 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
         folder,
         num_shards=options.num_shards,
         seed_set=None if plan.link is not None else plan.seed_set,
-        link_pairs=plan.link is not None and not options.input_seeds,
+        link_pairs=plan.link is not None
+        and (not options.input_seeds or plan.seed_time is not None),
         max_bad_records=options.max_bad_records,
     )
     bad_records = [snapshot.bad_records]
     rejected = None
     if plan.link is not None:
         read = GraphTables({}, {}, None)
-        if not options.input_seeds:
+        if snapshot.link_pairs is not None:
             read = read._replace(adjacency={plan.link.edge_set: snapshot.link_pairs})
         seeds = _link_seeds(root, plan, options, read, bad_records, pairs_given=True)
         kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
     elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(options.input_seeds, options.max_bad_records)
+        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
+            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
+        )
         seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
         bad_records.append(read_seeds.bad_records)
         rejected = (seeds, snapshot.seed_tables) | "RejectedSeeds" >> RejectedSeeds(plan.seed_set)
@@ -197,10 +204,18 @@ def _temp_folder(root) -> str:
 
 def _link_seeds(root, plan, options, read, bad_records, pairs_given=False) -> beam.PCollection:
     """A symmetric_link_seed_op's (shard, LinkSeeds): from --input_seeds or the seed edge set
-    (`read.adjacency`'s shards, or with `pairs_given` its pairs)."""
+    (`read.adjacency`'s shards, or with `pairs_given` its pairs). A temporal spec's seeds
+    table without a time column: each pair that is no seed edge is a bad row (no time)."""
     if options.input_seeds:
+        kind, edge_keys = temporal.table_time_kind(plan), None
+        if kind is not None and not has_seed_times(table_files(options.input_seeds)):
+            kind = None
+            edges = read.adjacency[plan.link.edge_set]
+            if not pairs_given:
+                edges = link_beam.seed_pairs(read.adjacency, plan)
+            edge_keys = edges | "SeedEdgeKeys" >> link_beam.SeedEdgeKeys()
         read_seeds = root | "ReadSeeds" >> link_beam.ReadSeedPairs(
-            options.input_seeds, options.max_bad_records
+            options.input_seeds, options.max_bad_records, kind, edge_keys
         )
         pairs = read_seeds.pairs
         bad_records.append(read_seeds.bad_records)

@@ -17,10 +17,10 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.metrics import Metrics
 
-from sampler import ids, shards
+from sampler import shards
 from sampler.beam.read import BAD_RECORDS, _ReadTable, read_files
 from sampler.beam.sample.sharded import NAMESPACE
-from sampler.io import graph_tables, readers
+from sampler.io import graph_tables
 from sampler.sample import link
 from sampler.sample.plan import SamplingPlan
 
@@ -33,25 +33,61 @@ class ReadPairs(typing.NamedTuple):
 
 
 class ReadSeedPairs(beam.PTransform):
-    """A link seed table's `#source`, `#target` columns as (source fps, target fps) batches."""
+    """A link seed table's `#source`, `#target` columns as (source fps, target fps, times)
+    batches: with `time_kind` (resolved by the caller: the table has the time column), each
+    row's time, else None; with `edge_keys` (a PCollection of one sorted array, the seed edge
+    set's `graph_tables.seed_edge_keys`), a pair that is no edge is a bad row."""
 
-    def __init__(self, pattern: str, max_bad_records: int = 0):
+    def __init__(
+        self,
+        pattern: str,
+        max_bad_records: int = 0,
+        time_kind: str | None = None,
+        edge_keys: beam.PCollection | None = None,
+    ):
         super().__init__()
         self._files = graph_tables.table_files(pattern)
         self._max_bad = max_bad_records
+        self._kind = time_kind
+        self._edge_keys = edge_keys
 
     class _ReadFile(_ReadTable):
-        def process(self, path_fmt):
-            columns = ("#source", "#target")
-            for table in readers.read_table(*path_fmt, columns, {}, on_bad=self._report):
-                self._rows_read.inc(table.num_rows)
-                yield tuple(ids.fingerprint(table.column(c).combine_chunks()) for c in columns)
+        def __init__(self, name: str, max_bad_records: int, kind: str | None):
+            super().__init__(name, max_bad_records)
+            self._kind = kind
+
+        def process(self, path_fmt, edge_keys=None):
+            for part in graph_tables.read_seed_pair_file(
+                *path_fmt, self._kind, self._report, edge_keys
+            ):
+                self._rows_read.inc(len(part[0]))
+                yield part
                 yield from self._flush()
             yield from self._flush()
 
     def expand(self, pbegin):
-        read = read_files(pbegin, self._files, self._ReadFile("seeds", self._max_bad), main="pairs")
+        side = () if self._edge_keys is None else (beam.pvalue.AsSingleton(self._edge_keys),)
+        read_fn = self._ReadFile("seeds", self._max_bad, self._kind)
+        read = read_files(pbegin, self._files, read_fn, main="pairs", side=side)
         return ReadPairs(read.pairs, read[BAD_RECORDS])
+
+
+class SeedEdgeKeys(beam.PTransform):
+    """(source fps, target fps) batches of the seed edge set -> one sorted array of their
+    pair keys (graph_tables.seed_edge_keys): 8 bytes an edge, on every worker that reads
+    the seed table (the placements that sample link seeds by time hold the graph anyway)."""
+
+    def expand(self, pairs):
+        return (
+            pairs
+            | "Keys" >> beam.Map(lambda p: link.pair_keys(p[0], p[1]))
+            | "Sorted" >> beam.CombineGlobally(_sorted_keys)
+        )
+
+
+def _sorted_keys(parts) -> np.ndarray:
+    parts = list(parts)
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.uint64)
 
 
 def _edge_pairs(shard_adjacency) -> typing.Iterator[Pairs]:
@@ -69,10 +105,10 @@ class LinkSeedsFromPairs(beam.PTransform):
         def __init__(self, num_shards: int):
             self._num_shards = num_shards
 
-        def process(self, pairs: Pairs):
-            source, target = pairs
+        def process(self, pairs):
+            source, target, time = (*pairs, None)[:3]
             for shard, index in shards.by_shard(link.pair_keys(source, target), self._num_shards):
-                yield shard, (source[index], target[index])
+                yield shard, (source[index], target[index], None if time is None else time[index])
 
     class _Make(beam.DoFn):
         def __init__(self):
@@ -81,8 +117,11 @@ class LinkSeedsFromPairs(beam.PTransform):
         def process(self, shard_parts):
             shard, parts = shard_parts
             parts = list(parts)
+            timed = parts[0][2] is not None
             seeds = link.make_link_seeds(
-                np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+                np.concatenate([p[0] for p in parts]),
+                np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]) if timed else None,
             )
             self._seeds_in.inc(len(seeds))
             yield shard, seeds

@@ -7,7 +7,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import ids, shards
-from sampler.batches import Seeds
+from sampler.batches import SeedRows, Seeds
 from sampler.node_table import NodeTable
 from sampler.sample.adjacency import make_seeds
 from sampler.sample.rejected import rejected_seed_lines
@@ -33,10 +33,10 @@ class SeedsFromNodeTable(beam.PTransform):
         return tables | "MakeSeeds" >> beam.ParDo(self._Make())
 
 
-@beam.typehints.with_input_types(np.ndarray)
+@beam.typehints.with_input_types(SeedRows)
 @beam.typehints.with_output_types(tuple[int, Seeds])
 class SeedsFromIds(beam.PTransform):
-    """Seed id batches (object arrays) -> (shard, Seeds), one seed per occurrence."""
+    """Seed table rows (SeedRows) -> (shard, Seeds), one seed per occurrence."""
 
     def __init__(self, num_shards: int):
         super().__init__()
@@ -46,11 +46,11 @@ class SeedsFromIds(beam.PTransform):
         def __init__(self, num_shards: int):
             self._num_shards = num_shards
 
-        def process(self, seed_ids: np.ndarray):
+        def process(self, rows: SeedRows):
             for shard, index in shards.by_shard(
-                ids.fingerprint(seed_ids.tolist()), self._num_shards
+                ids.fingerprint(rows.ids.tolist()), self._num_shards
             ):
-                yield shard, seed_ids[index]
+                yield shard, rows.take(index)
 
     class _Make(beam.DoFn):
         def __init__(self):
@@ -58,13 +58,14 @@ class SeedsFromIds(beam.PTransform):
 
         def process(self, shard_parts):
             shard, parts = shard_parts
-            seeds = make_seeds(np.concatenate(list(parts)))
+            rows = SeedRows.concat(list(parts))
+            seeds = make_seeds(rows.ids, rows.time)
             self._seeds_in.inc(len(seeds))
             yield shard, seeds
 
-    def expand(self, seed_ids):
+    def expand(self, seed_rows):
         return (
-            seed_ids
+            seed_rows
             | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
             | "Group" >> beam.GroupByKey()
             | "MakeSeeds" >> beam.ParDo(self._Make())

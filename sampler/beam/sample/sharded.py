@@ -202,8 +202,8 @@ class SharedNodeRows:
 
 
 class _SeedTimes(beam.DoFn):
-    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): each seed's time is its
-    node's time feature; a seed not in the table has none and is not sampled (the assembly
+    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): each seed's time is the
+    seeds table's, else its node's time feature; a seed not in the table has none and is not sampled (the assembly
     counts it in seeds_not_in_node_set)."""
 
     def __init__(self, feature: str):
@@ -217,7 +217,10 @@ class _SeedTimes(beam.DoFn):
             return
         seeds = Seeds.concat(seeds)
         rows, found = table.lookup(seeds.node)
-        times = np.asarray(table.rows.features[self._feature])[rows[found]]
+        if seeds.time is not None:  # the seeds table's times
+            times = np.asarray(seeds.time)[found]
+        else:
+            times = np.asarray(table.rows.features[self._feature])[rows[found]]
         yield shard, SampleNodes(seeds.sample[found], seeds.node[found], times)
 
 
