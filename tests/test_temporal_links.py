@@ -104,8 +104,9 @@ def test_sharded_writes_the_in_memory_link_records(link_graph, in_memory_links):
 
 def test_sharded_link_seed_times_of_parallel_edges_and_non_edges(tmp_path):
     """Repeats of a pair take its parallel edges' times in canonical order (the last when
-    fewer), a pair that is no edge has no time, a missing endpoint is not in its node set;
-    with node times on an op: `sharded` writes the in-memory records and counts the same."""
+    fewer); a pair that is no edge (a missing endpoint's included) has no time: a bad row of
+    the seeds table; with node times on an op: `sharded` writes the in-memory records and
+    counts the same."""
     schema, _, edges = _write(tmp_path)
     cites = pq.read_table(edges["cites"][0]).to_pydict()
     first = (cites["#source"][0], cites["#target"][0])
@@ -130,11 +131,13 @@ def test_sharded_link_seed_times_of_parallel_edges_and_non_edges(tmp_path):
     runs = {"mem": ["--runner", "InMemory"], "sharded": ["--graph_placement", "sharded"]}
     for name, flags in runs.items():
         out = tmp_path / name
-        records = _run(schema, str(spec), str(out / "samples"), "--input_seeds", str(seeds), *flags)
+        flags = [*flags, "--input_seeds", str(seeds), "--max_bad_records", "5"]
+        records = _run(schema, str(spec), str(out / "samples"), *flags)
         counters = json.loads((out / "run_summary.json").read_text())["counters"]
-        got[name] = sorted(records), {c: counters.get(c) for c in COUNTED}
+        got[name] = sorted(records), {c: counters.get(c) for c in (*COUNTED, "bad_records/seeds")}
     assert got["sharded"] == got["mem"]
-    assert got["mem"][1] == {"seeds_without_time": 1, "seeds_not_in_node_set": 1, "subgraphs": 12}
+    want = {"seeds_without_time": 0, "seeds_not_in_node_set": 0, "subgraphs": 12}
+    assert got["mem"][1] == {**want, "bad_records/seeds": 2}
 
 
 def test_link_seed_time_fields_are_checked(link_graph):
@@ -160,6 +163,7 @@ RUNS = {
     "InMemory": ["--runner", "InMemory"],
     "worker": ["--graph_placement", "worker"],
     "topology": ["--graph_placement", "topology"],
+    "sharded": ["--graph_placement", "sharded"],  # (its files may order link records otherwise)
 }
 
 
@@ -196,6 +200,7 @@ def test_a_link_seed_that_is_no_edge_is_a_bad_row(link_graph, capsys):
         assert report["counters"]["bad_records/seeds"] == 2, run
         assert report["samples"]["seeds_in"] == 3 and report["samples"]["balanced"], run
     assert records["worker"] == records["topology"] == records["InMemory"]
+    assert sorted(records["sharded"]) == sorted(records["InMemory"])
     assert len(records["InMemory"]) == 2 * 3
 
 
@@ -219,6 +224,7 @@ def test_link_seeds_take_the_tables_times(link_graph):
         out = str(tmp_path / f"timed_{run}" / "samples")
         records[run] = _run(schema, spec, out, "--input_seeds", str(seeds), *flags)
     assert records["worker"] == records["topology"] == records["InMemory"]
+    assert sorted(records["sharded"]) == sorted(records["InMemory"])
     assert len(records["InMemory"]) == 2 * len(rows)
     checker = Checker(*_tables(tmp_path))
     for record in records["InMemory"]:

@@ -158,7 +158,10 @@ def _ids_of(samples: np.ndarray, answers: list[tuple[np.ndarray, np.ndarray]], e
 
 def seed_times(adj: Adjacency | None, seeds: link.LinkSeeds, feature: str):
     """(sample keys, times) of the seeds whose pair is an edge of a shard of the seed edge
-    set (the shard of their sources): the time of their edge (`link.pair_times`)."""
+    set (the shard of their sources): the time of their edge (`link.pair_times`); with a
+    seeds table's `seed_time` column (`seeds.time`), every seed's own time, edge or not."""
+    if seeds.time is not None:
+        return seeds.sample, np.asarray(seeds.time)
     if adj is None or len(seeds) == 0:
         return np.zeros(0, np.uint64), np.zeros(0, np.int64)
     start, degree = adj.lookup(seeds.source)
