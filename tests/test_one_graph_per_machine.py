@@ -28,7 +28,7 @@ def _processes(n: int) -> list[str]:
 @pytest.fixture(scope="module")
 def mag(tmp_path_factory):
     root = tmp_path_factory.mktemp("snapshot_mag")
-    graph = synthetic.generate_mag(300, seed=21, feature_dim=4, hub_fraction=0.1)
+    graph = synthetic.generate_mag(300, seed=21, feature_dim=16, hub_fraction=0.1)
     schema = synthetic.write_graph(graph, str(root / "inputs" / "graph"), fmt="csv", num_shards=3)
     spec = synthetic.write_sampling_spec(
         synthetic.mag_sampling_spec(), str(root / "inputs" / "mag.pbtxt")
