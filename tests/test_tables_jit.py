@@ -117,12 +117,13 @@ def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
 
 
 @pytest.mark.parametrize(
-    "n_edges,hubs", [(16_383, 3000), (16_384, 3000), (70_000, 3000), (70_000, 66_000)]
+    "n_edges,hubs", [(4095, 600), (4096, 600), (70_000, 3000), (80_000, 66_000)]
 )
 def test_csr_sort_is_lexsort_in_two_passes(n_edges, hubs):
-    """Both sides of the second counting pass (from 2**14 edges) and of its largest bucket
+    """Both sides of the second counting passes (from 2**12 edges) and of their largest bucket
     (2**16 edges: a larger one is sorted whole): sources that share their top bits (one
-    crowded first bucket), two hubs with parallel edges, equal contents (ties in input order)."""
+    crowded first bucket), two hubs, parallel edges of hubs and of small sources, equal contents
+    (ties in input order)."""
     rng = np.random.default_rng(n_edges)
     nodes = ids.mix(np.arange(n_edges // 4, dtype=np.uint64))
     crowded = np.uint64(7 << 53) + np.arange(64, dtype=np.uint64) * np.uint64(1 << 40)
@@ -131,6 +132,7 @@ def test_csr_sort_is_lexsort_in_two_passes(n_edges, hubs):
     dst = nodes[rng.integers(0, len(nodes), n_edges)]
     src[:hubs] = crowded[rng.integers(0, 2, hubs)]  # 2 hubs in 1 first bucket
     dst[: hubs // 2] = nodes[5]  # parallel edges of the hubs
+    dst[n_edges - n_edges // 10 :] = nodes[rng.integers(0, 3, n_edges // 10)]  # parallels
     content = rng.integers(0, 3, n_edges).astype(np.uint64)  # equal contents: ties
     rows = rng.permutation(n_edges)
     src, dst, content = src[rows], dst[rows], content[rows]

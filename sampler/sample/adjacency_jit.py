@@ -1,8 +1,9 @@
 """Compiled kernels of the CSR build (sampler/sample/adjacency.py, `build_adjacency`).
 
-`csr_sort` is `np.lexsort((content, dst, src))`: a counting sort by the top bits of the
-source fingerprint (hashes, so the buckets hold a few edges each), then each bucket sorted by
-(src, dst, content) - by insertion when small, by stable sorts when large (a hub's edges).
+`csr_sort` is `np.lexsort((content, dst, src))`: counting sorts by the top bits of the
+source fingerprint (hashes, so the buckets hold a source or two each) and, within a bucket that
+stays in the cache, of the target's, then each bucket sorted by (src, dst, content) - by
+insertion when small (nearly in order by then), by stable sorts when large (a hub's edges).
 numpy's lexsort makes indirect passes over all the edges for every key, missing the caches at
 each step. `csr_rows` then walks the sorted edges once: the edge key of each
 (`ids.combine(src, dst, rank among parallel edges)`) and the start of each source's run.
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from sampler.ids_jit import directory_bits, mix
+from sampler.ids_jit import mix
 from sampler.jit import njit
 
 _SMALL_BUCKET = 48  # insertion sort up to this many edges, stable sorts above
 _TOP_BITS = 11  # the first pass's buckets: 2,048, each filled in order (few streams to write)
 _SECOND_PASS_MAX = 1 << 16  # a first-pass bucket up to this many edges is split in the cache
+_TARGET_BITS = 8  # the second pass orders each first bucket by these top bits of the target
 
 
 @njit
@@ -27,12 +29,16 @@ def csr_sort(src, dst, content):
     keep their input order. The keys travel with the order (the bucket sorts then compare
     neighbouring memory, not edges scattered over the input).
 
-    Two counting passes by the source's top `directory_bits(n)` bits: the first by up to
-    `_TOP_BITS` of them over all the edges, the second by the rest within each first bucket,
-    in a buffer that stays in the cache (a first bucket above `_SECOND_PASS_MAX` edges, a
-    hub's, is sorted whole). Each final bucket is sorted by (src, dst, content)."""
+    A counting pass by the source's top `_TOP_BITS` bits over all the edges, then each first
+    bucket in a buffer that stays in the cache (up to `_SECOND_PASS_MAX` edges; a larger one,
+    a hub's, is sorted whole): a counting pass by the target's top `_TARGET_BITS` bits and one
+    by the source's next bits (up to 22 in all), so that each final bucket (mostly one source's
+    edges) is nearly in order when an insertion sort by (src, dst, content) finishes it. Every
+    pass is stable, so ties keep their input order."""
     n = len(src)
-    bits = directory_bits(n)
+    bits = 1
+    while bits < 2 * _TOP_BITS and (1 << (bits + 1)) <= n:
+        bits += 1  # about one source per final bucket
     top = min(bits, _TOP_BITS)
     shift = np.uint64(64 - top)
     start = np.zeros((1 << top) + 1, np.int64)
@@ -62,29 +68,37 @@ def csr_sort(src, dst, content):
     shift2 = np.uint64(64 - bits)
     mask = np.uint64((1 << rest) - 1)
     sub = np.zeros((1 << rest) + 1, np.int64)
+    dshift = np.uint64(64 - _TARGET_BITS)
+    by_target = np.zeros((1 << _TARGET_BITS) + 1, np.int64)
     for b in range(1 << top):
         lo, hi = start[b], start[b + 1]
         if rest == 0 or hi - lo <= _SMALL_BUCKET or hi - lo > _SECOND_PASS_MAX:
             _sort_run(order, s, d, c, lo, hi)
             continue
-        sub[:] = 0
+        by_target[:] = 0  # first by the target's top bits, into the buffer
         for i in range(lo, hi):
-            sub[np.int64((s[i] >> shift2) & mask) + 1] += 1
+            by_target[np.int64(d[i] >> dshift) + 1] += 1
+        for k in range(1 << _TARGET_BITS):
+            by_target[k + 1] += by_target[k]
+        for i in range(lo, hi):
+            k = np.int64(d[i] >> dshift)
+            p = by_target[k]
+            t_order[p], t_s[p], t_d[p], t_c[p] = order[i], s[i], d[i], c[i]
+            by_target[k] = p + 1
+        sub[:] = 0  # then by the source's next bits, back in place
+        for i in range(hi - lo):
+            sub[np.int64((t_s[i] >> shift2) & mask) + 1] += 1
         for k in range(1 << rest):
             sub[k + 1] += sub[k]
-        for i in range(lo, hi):  # stable: first-pass order within a bucket
-            k = np.int64((s[i] >> shift2) & mask)
-            p = sub[k]
-            t_order[p], t_s[p], t_d[p], t_c[p] = order[i], s[i], d[i], c[i]
-            sub[k] = p + 1
-        m = hi - lo
-        order[lo:hi] = t_order[:m]
-        s[lo:hi] = t_s[:m]
-        d[lo:hi] = t_d[:m]
-        c[lo:hi] = t_c[:m]
-        first = lo  # sub[k] is now the end of sub-bucket k
+        for i in range(hi - lo):
+            k = np.int64((t_s[i] >> shift2) & mask)
+            p = lo + sub[k]
+            order[p], s[p], d[p], c[p] = t_order[i], t_s[i], t_d[i], t_c[i]
+            sub[k] += 1
+        first = lo  # sub[k] is now the end of final bucket k
         for k in range(1 << rest):
-            _sort_run(order, s, d, c, first, lo + sub[k])
+            if lo + sub[k] - first > 1:
+                _sort_run(order, s, d, c, first, lo + sub[k])
             first = lo + sub[k]
     return order, s, d
 
