@@ -117,13 +117,14 @@ def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
 
 
 @pytest.mark.parametrize(
-    "n_edges,hubs", [(4095, 600), (4096, 600), (70_000, 3000), (80_000, 66_000)]
+    "n_edges,hubs",
+    [(4096, 600), (131_071, 3000), (131_072, 3000), (280_000, 3000), (280_000, 270_000)],
 )
-def test_csr_sort_is_lexsort_in_two_passes(n_edges, hubs):
-    """Both sides of the second counting passes (from 2**12 edges) and of their largest bucket
-    (2**16 edges: a larger one is sorted whole): sources that share their top bits (one
-    crowded first bucket), two hubs, parallel edges of hubs and of small sources, equal contents
-    (ties in input order)."""
+def test_csr_sort_is_lexsort_in_passes(n_edges, hubs):
+    """Both sides of the first pass's second bit (from 2**17 edges) and of the second passes'
+    largest bucket (2**18 edges: a larger one is sorted whole): sources that share their top
+    bits (one crowded first bucket), two hubs, parallel edges of hubs and of small sources,
+    equal contents (ties in input order)."""
     rng = np.random.default_rng(n_edges)
     nodes = ids.mix(np.arange(n_edges // 4, dtype=np.uint64))
     crowded = np.uint64(7 << 53) + np.arange(64, dtype=np.uint64) * np.uint64(1 << 40)

@@ -18,8 +18,10 @@ from sampler.ids_jit import mix
 from sampler.jit import njit
 
 _SMALL_BUCKET = 48  # insertion sort up to this many edges, stable sorts above
-_TOP_BITS = 11  # the first pass's buckets: 2,048, each filled in order (few streams to write)
-_SECOND_PASS_MAX = 1 << 16  # a first-pass bucket up to this many edges is split in the cache
+_TOP_BITS = 11  # the first pass's buckets: 2,048 at most (few streams to write)
+_FIRST_BUCKET_BITS = 15  # ... and about 2**15 edges each when there are enough edges
+_NEXT_BITS = 14  # the source's bits that the second passes split a first bucket by, at most
+_SECOND_PASS_MAX = 1 << 18  # a first bucket up to this many edges is split in the cache
 _TARGET_BITS = 8  # the second pass orders each first bucket by these top bits of the target
 
 
@@ -29,17 +31,19 @@ def csr_sort(src, dst, content):
     keep their input order. The keys travel with the order (the bucket sorts then compare
     neighbouring memory, not edges scattered over the input).
 
-    A counting pass by the source's top `_TOP_BITS` bits over all the edges, then each first
-    bucket in a buffer that stays in the cache (up to `_SECOND_PASS_MAX` edges; a larger one,
-    a hub's, is sorted whole): a counting pass by the target's top `_TARGET_BITS` bits and one
-    by the source's next bits (up to 22 in all), so that each final bucket (mostly one source's
-    edges) is nearly in order when an insertion sort by (src, dst, content) finishes it. Every
-    pass is stable, so ties keep their input order."""
+    A counting pass by the source's top bits over all the edges (up to `_TOP_BITS`, about
+    2**`_FIRST_BUCKET_BITS` edges a bucket), then each first bucket in a buffer that stays in
+    the cache (up to `_SECOND_PASS_MAX` edges; a larger one, a hub's, is sorted whole): a
+    counting pass by the target's top `_TARGET_BITS` bits and one by the source's next bits
+    (up to `_NEXT_BITS`), so that each final bucket (mostly one source's edges) is nearly in
+    order when an insertion sort by (src, dst, content) finishes it. Every pass is stable, so
+    ties keep their input order."""
     n = len(src)
-    bits = 1
-    while bits < 2 * _TOP_BITS and (1 << (bits + 1)) <= n:
-        bits += 1  # about one source per final bucket
-    top = min(bits, _TOP_BITS)
+    log_n = 1
+    while (1 << (log_n + 1)) <= n:
+        log_n += 1
+    top = max(1, min(_TOP_BITS, log_n - _FIRST_BUCKET_BITS))
+    bits = max(top, min(log_n, top + _NEXT_BITS))  # about one source per final bucket
     shift = np.uint64(64 - top)
     start = np.zeros((1 << top) + 1, np.int64)
     for i in range(n):
