@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sampler.jit import njit
+from sampler.jit import njit, prefetch
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -60,12 +60,17 @@ def directory_bits(n):
     return bits
 
 
+_AHEAD = 16  # find_sorted's prefetch distance, in queries
+
+
 @njit
 def find_sorted(table: np.ndarray, query: np.ndarray):
     """(np.minimum(np.searchsorted(table, query), len(table) - 1), found) for a sorted uint64
     `table` (len >= 1) of hash-like values: a directory of the top `bits` bits narrows each
     search to the few entries that share them (numpy's binary search over the whole table
-    misses the caches on every step)."""
+    misses the caches on every step). Each step asks for the directory entry of a query
+    `_AHEAD` steps on and for the table entries of one half as far (`prefetch`): the random
+    reads of many queries overlap."""
     n = len(table)
     bits = directory_bits(n)
     shift = np.uint64(64 - bits)
@@ -80,9 +85,13 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
     while b <= buckets:
         first[b] = n
         b += 1
-    pos = np.empty(len(query), np.int64)
-    found = np.empty(len(query), np.bool_)
-    for k in range(len(query)):
+    m = len(query)
+    pos = np.empty(m, np.int64)
+    found = np.empty(m, np.bool_)
+    for k in range(m):
+        if k + _AHEAD < m:  # the memory of later steps, asked for now: two levels of it
+            prefetch(first, np.int64(query[k + _AHEAD] >> shift))
+            prefetch(table, first[np.int64(query[k + _AHEAD // 2] >> shift)])
         q = query[k]
         top = np.int64(q >> shift)
         lo, hi = first[top], first[top + 1]

@@ -30,8 +30,10 @@ if jit_cache.chosen_folder():
     os.environ["NUMBA_CACHE_DIR"] = jit_cache.chosen_folder()
 
 import numba  # noqa: E402  (after the cache folder is chosen)
-from numba.core import event  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba.core import cgutils, event, types  # noqa: E402
 from numba.core.caching import FunctionCache  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
 
 if jit_cache.chosen_folder() and not numba.config.CACHE_DIR:  # numba loaded before this module
     numba.config.CACHE_DIR = jit_cache.chosen_folder()
@@ -106,3 +108,35 @@ def njit(fn):
     except (OSError, RuntimeError) as e:  # no folder numba may cache in
         _warn_once("write", f"cannot cache the compiled kernels ({e}): each run compiles them")
     return kernel
+
+
+def _prefetch(typingctx, array, index):
+    """`prefetch(array, index)` in a kernel: asks the CPU to bring `array[index]` into its caches
+    (LLVM's prefetch: a hint that never faults, even past the end), so that a loop of random
+    reads can ask for the memory of a later step while it works on this one."""
+    if not isinstance(array, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(
+            context, builder, array_type, view, [args[1]], wraparound=False, boundscheck=False
+        )
+        byte_ptr = ir.PointerType(ir.IntType(8))
+        i32 = ir.IntType(32)
+        fn_type = ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fn_type, "llvm.prefetch.p0i8")
+        # read, the highest locality, the data cache
+        flags = [ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)]
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), *flags])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+def _no_prefetch(array, index) -> None:
+    """`prefetch` of a kernel run as Python (NUMBA_DISABLE_JIT): nothing to ask."""
+
+
+prefetch = _no_prefetch if DISABLED else intrinsic(_prefetch)

@@ -63,6 +63,23 @@ def build_adjacency_numpy(edges, weight_feature: str | None = None):
     return _adjacency(edges, order, weight_feature, nodes, starts, dst, edge_keys)
 
 
+def edge_facts_numpy(graph, dense_graph) -> dict[str, int]:
+    """`dense.edge_facts` from the edge list of each CSR (every edge's source row and target
+    row) and `graph_checks.edge_shape_counts`."""
+    from sampler.graph_checks import edge_shape_counts
+
+    out = {}
+    for name, info in graph.edge_sets.items():
+        adj = dense_graph.adjacency[name]
+        src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
+        dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
+        loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+        out[f"edges_with_missing_endpoint/{name}"] = dense_graph.dropped_edges.get(name, 0)
+        out[f"self_loops/{name}"] = loops
+        out[f"parallel_edges/{name}"] = parallel
+    return out
+
+
 def frame_python(buf: bytes, pos: int, left: int):
     """`tfrecord_jit.frame`: up to `left` whole records from buf[pos:], one checksum call each."""
     starts: list[int] = []

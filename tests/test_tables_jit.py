@@ -117,6 +117,59 @@ def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
 
 
 @pytest.mark.parametrize(
+    "n_edges,hubs",
+    [(4096, 600), (131_071, 3000), (131_072, 3000), (280_000, 3000), (280_000, 270_000)],
+)
+def test_csr_sort_is_lexsort_in_passes(n_edges, hubs):
+    """Both sides of the first pass's second bit (from 2**17 edges) and of the second passes'
+    largest bucket (2**18 edges: a larger one is sorted whole): sources that share their top
+    bits (one crowded first bucket), two hubs, parallel edges of hubs and of small sources,
+    equal contents (ties in input order)."""
+    rng = np.random.default_rng(n_edges)
+    nodes = ids.mix(np.arange(n_edges // 4, dtype=np.uint64))
+    crowded = np.uint64(7 << 53) + np.arange(64, dtype=np.uint64) * np.uint64(1 << 40)
+    nodes[:64] = crowded  # one first bucket, split among second buckets
+    src = nodes[rng.integers(0, len(nodes), n_edges)]
+    dst = nodes[rng.integers(0, len(nodes), n_edges)]
+    src[:hubs] = crowded[rng.integers(0, 2, hubs)]  # 2 hubs in 1 first bucket
+    dst[: hubs // 2] = nodes[5]  # parallel edges of the hubs
+    dst[n_edges - n_edges // 10 :] = nodes[rng.integers(0, 3, n_edges // 10)]  # parallels
+    content = rng.integers(0, 3, n_edges).astype(np.uint64)  # equal contents: ties
+    rows = rng.permutation(n_edges)
+    src, dst, content = src[rows], dst[rows], content[rows]
+    got, s, d = adjacency_jit.csr_sort(src, dst, content)
+    want = np.lexsort((content, dst, src))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(s, src[want])
+    np.testing.assert_array_equal(d, dst[want])
+
+
+def test_edge_facts_compiled_is_the_edge_list_count():
+    """Self-loops and parallel edges of a CSR: rows without edges, runs in canonical order and
+    out of it (counted as the edge list would), starts in any order, one set or two."""
+    from sampler.schema import EdgeSetInfo, GraphInfo, NodeSetInfo
+
+    starts = np.array([5, 0, 9, 9, 3], np.int64)
+    degrees = np.array([4, 3, 0, 6, 2], np.int64)
+    targets = np.array([1, 1, 1, 0, 4, 0, 0, 4, 0, 3, 3, 0, 3, 2, 3], np.int64)
+    adj = dense.DenseAdjacency(starts, degrees, targets, targets.astype(np.uint64), {}, None)
+    graph = GraphInfo(
+        None,
+        "",
+        {n: NodeSetInfo(n, {}, None) for n in ("a", "b")},
+        {
+            "same": EdgeSetInfo("same", "a", "a", {}, "", False),
+            "two": EdgeSetInfo("two", "a", "b", {}, "", False),
+        },
+    )
+    dg = dense.DenseGraph({}, {"same": adj, "two": adj}, {"two": 3})
+    got = dense.edge_facts(graph, dg)
+    assert got == oracles.edge_facts_numpy(graph, dg)
+    assert got["self_loops/same"] == 11 and got["self_loops/two"] == 0
+    assert got["parallel_edges/same"] == 7
+
+
+@pytest.mark.parametrize(
     "n_edges,n_nodes,hub", [(0, 1, 0), (1, 1, 0), (300, 4, 0), (5000, 800, 2000)]
 )
 def test_build_adjacency_compiled_is_numpy(n_edges, n_nodes, hub):

@@ -25,7 +25,6 @@ import numpy as np
 
 from sampler.arrays import expand_ranges, read_only
 from sampler.batches import Seeds, take_features
-from sampler.graph_checks import edge_shape_counts
 from sampler.jit_loader import kernels
 from sampler.node_table import NodeTable
 from sampler.sample import temporal, temporal_dense
@@ -64,11 +63,11 @@ def edge_facts(graph: GraphInfo, dense: DenseGraph) -> dict[str, int]:
     """Per edge set: edges dropped for a missing endpoint, self-loops and parallel edges (of the
     edges kept), under the counter names pipelines.reporting.accounting.graph_issues reads."""
     out = {}
+    jit = kernels("sampler.sample.adjacency_jit")
     for name, info in graph.edge_sets.items():
         adj = dense.adjacency[name]
-        src = np.repeat(np.arange(len(adj.degrees)), adj.degrees)
-        dst = adj.targets[expand_ranges(adj.starts, adj.degrees)[1]]
-        loops, parallel = edge_shape_counts(src, dst, info.source == info.target)
+        csr = (read_only(_int64(a)) for a in (adj.starts, adj.degrees, adj.targets))
+        loops, parallel = (int(x) for x in jit.shape_counts(*csr, info.source == info.target))
         out[f"edges_with_missing_endpoint/{name}"] = dense.dropped_edges.get(name, 0)
         out[f"self_loops/{name}"] = loops
         out[f"parallel_edges/{name}"] = parallel
