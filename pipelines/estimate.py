@@ -50,7 +50,7 @@ from sampler.ids import combine, fingerprint, mix
 from sampler.io import files, graph_tables
 from sampler.io.graph_tables import read_seeds
 from sampler.sample import temporal
-from sampler.sample.plan import NODE, load_sampling_spec, make_plan
+from sampler.sample.plan import load_sampling_spec, make_plan
 from sampler.schema import load_graph
 from sampler.tools.degree_stats import BottomK, degree_stats, stats_cache_path
 from sampler.tools.estimate import calibrate, estimate, suggest_workers
@@ -190,12 +190,6 @@ def main_body(argv) -> int:
         args.edge_aggregation_method,
         args.seed_edge_set,
     )
-    if plan.seed_time is not None and plan.aggregation == NODE:
-        raise UserError(
-            f"--sampling_spec {args.sampling_spec}: estimate models temporal specs with"
-            " --edge_aggregation_method edge only so far (its probe counts the induced edges"
-            " of every time); estimate with --edge_aggregation_method edge"
-        )
     cache = None if args.stats_cache == "none" else args.stats_cache
     check_outputs(graph, args, cache)
     progress = RowProgress("degree statistics", args.progress_interval)

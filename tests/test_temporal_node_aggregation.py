@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
-from pipelines import estimate as estimate_cli
 from tests.temporal_checker import Checker, Op
 from tests.test_temporal import CHECKED, PAPERS, SPEC, _run, _seeds, _spec, _tables, _write
+from tests.test_temporal_estimate import _compare
 from tests.test_temporal_links import LINK_SPEC
 
 NODE = ("--edge_aggregation_method", "node")
@@ -137,10 +138,14 @@ def test_link_seeds_filter_their_induced_edges(node_run):
     assert _run(tmp_path, schema, spec, out, "--graph_placement", "worker", *flags) == records
 
 
-def test_estimate_refuses_node_aggregation_in_one_line(node_run, capsys):
-    tmp_path, schema, *_ = node_run
-    spec = _file(tmp_path, "estimate.pbtxt", NO_NODE_TIME)
-    argv = ["--graph_schema", schema, "--sampling_spec", spec, "--stats_cache", "none", *NODE]
-    assert estimate_cli.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--edge_aggregation_method edge" in err[0], err
+@pytest.mark.parametrize("spec_text", [SPEC, NO_NODE_TIME], ids=["node_times", "edge_times"])
+def test_estimate_counts_the_induced_edges_the_runs_keep(tmp_path, spec_text):
+    """The probe filters the induced edges by each sample's seed time as the runs do: every
+    seed probed, its sizes are the records' within 1% (tests/test_temporal_estimate.py's
+    check); the untimed count of induced edges would be well above."""
+    schema, _, _ = _write(tmp_path)
+    spec = _file(tmp_path, "spec.pbtxt", spec_text)
+    estimated, records = _compare(tmp_path, schema, spec, list(NODE), 0.01)
+    assert len(records) == PAPERS
+    cites = np.mean([r["edges/cites.#size"][0] for r in records])
+    assert estimated["edges_per_subgraph"]["cites"] == pytest.approx(cites, rel=0.01)

@@ -23,6 +23,7 @@ import numpy as np
 
 from sampler import ids
 from sampler.batches import EdgeBatch, SampledEdges, SampleNodes
+from sampler.errors import UserError
 from sampler.features import NUMPY_DTYPE
 from sampler.io import graph_tables
 from sampler.sample import link, temporal
@@ -162,6 +163,41 @@ def _edge_node_times(graph, plan, op, adjacency: Adjacency, progress) -> np.ndar
     never = np.iinfo(np.int64).max if plan.seed_time.kind == temporal.INT else np.nan
     feature = op.temporal.node_time
     return node_values(graph, op.target, feature, adjacency.targets, progress, never)
+
+
+def _induced_time_features(rules: dict) -> dict[str, str]:
+    """Edge set -> the edge time feature its induced rules read (one per set: the probe
+    reads one time feature per edge set; a set whose rules read two is refused)."""
+    out = {}
+    for name, set_rules in rules.items():
+        features = {rule.edge_time for rule in set_rules}
+        if len(features) > 1:
+            raise UserError(
+                f"estimate: the temporal ops of edge set '{name}' read different time features"
+                f" ({', '.join(sorted(features))}); with --edge_aggregation_method node the"
+                " probe reads one per edge set"
+            )
+        out[name] = features.pop()
+    return out
+
+
+def _eligible(graph, plan, name: str, rules, found: SampledEdges, seed, progress) -> np.ndarray:
+    """Which induced edges `found` of edge set `name` one of its `rules` finds eligible at
+    their sample's `seed` time (sampler.sample.temporal.filter_induced's rule: the edge's
+    time within the bounds, and a target's node time at or before the upper bound)."""
+    kind = plan.seed_time.kind
+    keep = np.zeros(len(found.sample), bool)
+    for rule in rules:
+        lo, hi = temporal.bounds(seed, rule, kind)
+        times = np.asarray(found.features[rule.edge_time])
+        ok = (times >= lo) & (times <= hi)
+        if rule.node_time is not None:
+            never = np.iinfo(np.int64).max if kind == temporal.INT else np.nan
+            target = graph.edge_sets[name].target
+            node = node_values(graph, target, rule.node_time, found.dst, progress, never)
+            ok &= node <= hi
+        keep |= ok
+    return keep
 
 
 def _unique_edges(sample: np.ndarray, edge_key: np.ndarray) -> np.ndarray:
@@ -392,7 +428,8 @@ def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=N
         wanted = {
             name: np.unique(present[info.source].node) for name, info in graph.edge_sets.items()
         }
-        adjacency = _out_edges(graph, wanted, set(), report)
+        rules = temporal.induced_rules(plan) if times is not None else {}
+        adjacency = _out_edges(graph, wanted, set(), report, _induced_time_features(rules))
         edges = {}
         for name, info in graph.edge_sets.items():
             found = all_out_edges(adjacency[name], present[info.source])
@@ -403,6 +440,9 @@ def _probe(graph, plan, keys, sample_ids, seed_nodes, seed, progress, excluded=N
             keep = pairs[pos] == wanted_pairs if len(pairs) else np.zeros(len(found), bool)
             if excluded is not None:
                 keep &= ~excluded(name, found.sample, found.src, found.dst)
+            if name in rules:  # as temporal.filter_induced keeps them in the runs
+                seed = times[np.searchsorted(keys, found.sample)]
+                keep &= _eligible(graph, plan, name, rules[name], found, seed, report)
             edges[name] = per_sample(_unique_edges(found.sample[keep], found.edge_key[keep]))
     else:
         edges = {}
