@@ -266,14 +266,15 @@ def filter_induced(chunk, plan):
         rows = np.arange(per_sample[0], per_sample[-1])
         sample = np.searchsorted(per_sample, rows, side="right") - 1
         seed = np.asarray(chunk.seed_times)[sample]
-        keep = np.zeros(len(rows), bool)
-        for rule in set_rules:
-            lo, hi = bounds(seed, rule, kind)
-            times = np.asarray(features[rule.edge_time])[rows]
-            ok = (times >= lo) & (times <= hi)
-            if rule.node_time is not None:
-                ok &= _target_times(chunk, plan, name, rule, edges[1, rows], sample) <= hi
-            keep |= ok
+        keep = induced_eligible(
+            set_rules,
+            seed,
+            kind,
+            lambda rule, f=features, r=rows: np.asarray(f[rule.edge_time])[r],
+            lambda rule, n=name, e=edges, r=rows, s=sample: _target_times(
+                chunk, plan, n, rule, e[1, r], s
+            ),
+        )
         if keep.all():
             continue
         kept = rows[keep]
@@ -283,6 +284,22 @@ def filter_induced(chunk, plan):
         kept_features = {f: np.asarray(col)[kept] for f, col in features.items()}
         chunk.edge_rows[name] = (edges[:, kept], kept_features, new_bounds)
     return chunk
+
+
+def induced_eligible(rules, seed, kind: str, edge_times, target_times) -> np.ndarray:
+    """Which induced edges one of `rules` finds eligible at their sample's `seed` time: the
+    edge's time (`edge_times(rule)`, one per edge) within the rule's bounds and, for a rule
+    with a node time, its target's (`target_times(rule)`) at or before the upper bound. The
+    rule of node aggregation (filter_induced) and of estimate's probe."""
+    keep = np.zeros(len(seed), bool)
+    for rule in rules:
+        lo, hi = bounds(seed, rule, kind)
+        times = edge_times(rule)
+        ok = (times >= lo) & (times <= hi)
+        if rule.node_time is not None:
+            ok &= target_times(rule) <= hi
+        keep |= ok
+    return keep
 
 
 def _target_times(chunk, plan, edge_set: str, rule: TemporalRule, local, sample) -> np.ndarray:

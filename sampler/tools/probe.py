@@ -183,21 +183,17 @@ def _induced_time_features(rules: dict) -> dict[str, str]:
 
 def _eligible(graph, plan, name: str, rules, found: SampledEdges, seed, progress) -> np.ndarray:
     """Which induced edges `found` of edge set `name` one of its `rules` finds eligible at
-    their sample's `seed` time (sampler.sample.temporal.filter_induced's rule: the edge's
-    time within the bounds, and a target's node time at or before the upper bound)."""
+    their sample's `seed` time, as the runs decide it (temporal.induced_eligible)."""
     kind = plan.seed_time.kind
-    keep = np.zeros(len(found.sample), bool)
-    for rule in rules:
-        lo, hi = temporal.bounds(seed, rule, kind)
-        times = np.asarray(found.features[rule.edge_time])
-        ok = (times >= lo) & (times <= hi)
-        if rule.node_time is not None:
-            never = np.iinfo(np.int64).max if kind == temporal.INT else np.nan
-            target = graph.edge_sets[name].target
-            node = node_values(graph, target, rule.node_time, found.dst, progress, never)
-            ok &= node <= hi
-        keep |= ok
-    return keep
+    never = np.iinfo(np.int64).max if kind == temporal.INT else np.nan
+    target = graph.edge_sets[name].target
+    return temporal.induced_eligible(
+        rules,
+        seed,
+        kind,
+        lambda rule: np.asarray(found.features[rule.edge_time]),
+        lambda rule: node_values(graph, target, rule.node_time, found.dst, progress, never),
+    )
 
 
 def _unique_edges(sample: np.ndarray, edge_key: np.ndarray) -> np.ndarray:
