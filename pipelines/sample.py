@@ -71,10 +71,11 @@ def load(argv, check_outputs: bool = True) -> Loaded:
     return Loaded(config, beam_args, graph, plan)
 
 
-def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = None):
+def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = None, parts=None):
     """Adds the sampling stages to `pipeline` (through sampler.beam.sample.graph_tensors, the library
-    entry point's code path); returns the PCollection of RecordBatches. `temp_dir`: the run's
-    temporary folder (the `worker` placement's graph snapshot goes there)."""
+    entry point's code path); returns its SampledBatches. `temp_dir`: the run's temporary
+    folder (the `worker` placement's graph snapshot goes there); `parts`: the writer's
+    ShardParts, which the `worker` placement writes where it samples."""
     from sampler.beam.sample.graph_tensors import SamplingOptions, sample_graph_tensors
 
     picked = placement(graph, config, plan)
@@ -94,10 +95,10 @@ def build(pipeline, graph, plan, config: SampleConfig, temp_dir: str | None = No
         temp_dir,
         sampling_threads=1 if config.sampling_threads is None else config.sampling_threads,
     )
-    sampled = sample_graph_tensors(pipeline, graph, plan, options)
+    sampled = sample_graph_tensors(pipeline, graph, plan, options, parts)
     accounting.write_bad_records(sampled.bad_records, output_dir_of(config.output_samples))
     accounting.write_rejected_seeds(sampled.rejected_seeds, output_dir_of(config.output_samples))
-    return sampled.batches
+    return sampled
 
 
 def sharded_bound_flags(graph, plan: SamplingPlan, config: SampleConfig):
@@ -252,8 +253,8 @@ def construct_loaded(loaded: Loaded) -> Construction:
     """Builds the whole pipeline from flags already loaded. Input files are listed here."""
     import apache_beam as beam
 
-    from pipelines.reporting.progress import CountOutput
-    from sampler.beam.sample.write import WriteRecordShards
+    from pipelines.reporting.progress import CountOutput, count_records
+    from sampler.beam.sample.write import ShardParts, WriteRecordShards
 
     config, graph = loaded.config, loaded.graph
     prefix, num_shards, template = output_shards(config.output_samples)
@@ -264,9 +265,15 @@ def construct_loaded(loaded: Loaded) -> Construction:
     temp_dir = files.join(output_dir or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     local = "://" not in temp_dir
     snapshots = files.join(os.path.abspath(temp_dir) if local else temp_dir, "graph")
-    batches = build(pipeline, graph, loaded.plan, config, snapshots)
-    writer = WriteRecordShards(prefix, num_shards, template == "", temp_dir)
-    _ = batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
+    parts = ShardParts(temp_dir, num_shards, count_records)
+    sampled = build(pipeline, graph, loaded.plan, config, snapshots, parts)
+    writer = WriteRecordShards(
+        prefix, num_shards, template == "", temp_dir, parts_given=sampled.parts_written
+    )
+    if sampled.parts_written:  # the `worker` placement wrote the shards' records as parts
+        _ = sampled.batches | "Write" >> writer
+    else:
+        _ = sampled.batches | "CountOutput" >> beam.ParDo(CountOutput()) | "Write" >> writer
     return Construction(pipeline, graph, output_dir, config.output_samples, temp_dir)
 
 

@@ -15,10 +15,37 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 # The full output is about 3.5 MiB: 64 KiB fills up with the part files, 4500 KiB while the
-# parts (all written) are concatenated into the two shards.
-@pytest.mark.parametrize("size, samples, failing", [("64k", "s", ".temp-samples-"),
-                                                    ("4500k", "s@2", "s-0000")])  # fmt: skip
-def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failing):
+# parts (all written) are concatenated into the two shards (the `topology` placement writes a
+# part per chunk; the `worker` placement one per shard, which is renamed: see below).
+@pytest.mark.parametrize("size, samples, failing, placement", [
+    ("64k", "s", ".temp-samples-", "worker"),
+    ("4500k", "s@2", "s-0000", "topology"),
+])  # fmt: skip
+def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failing, placement):
+    proc, disk = _sample_on_tmpfs(tmp_path, size, samples, placement)
+    lines = proc.stdout.strip().splitlines()
+    assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert lines[-1] == ".beam_graph_manifest.json"  # no shard, no temp folder
+    err = proc.stderr.strip().splitlines()[-1]
+    assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
+    assert "no space left on device" in err and "Traceback" not in proc.stderr
+
+
+def test_the_worker_placement_needs_the_disk_of_its_output_once(tmp_path):
+    """Each shard's records are written once, as one part that becomes the shard by a rename:
+    the 3.5 MiB output fits 4500 KiB, where a copy of the parts into the shards does not."""
+    proc, disk = _sample_on_tmpfs(tmp_path, "4500k", "s@2", "worker")
+    lines = proc.stdout.strip().splitlines()
+    assert "rc=0" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    sizes = dict(line.split()[::-1] for line in lines[lines.index("rc=0") + 1 :] if " " in line)
+    sizes.pop("total", None)
+    shards = [f"{disk}/out/s-0000{i}-of-00002" for i in range(2)]
+    assert sorted(sizes) == shards, lines  # the tmpfs is gone after the run: sizes by `wc -c`
+    total = sum(int(sizes[shard]) for shard in shards)
+    assert total > 4500 * 1024 / 2, total  # the parts and a copy of them would not fit
+
+
+def _sample_on_tmpfs(tmp_path, size: str, samples: str, placement: str):
     schema = tmp_path / "graph"
     spec = schema / "sampling_spec.pbtxt"
     subprocess.run([sys.executable, "-m", "pipelines.generate", "--num_papers", "300",
@@ -29,16 +56,12 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failin
     script = (
         f'mount -t tmpfs -o size={size} tmpfs "{disk}" && "{sys.executable}" -m pipelines.sample '
         f'--graph_schema "{schema}" --sampling_spec "{spec}" --output_samples "{disk}/out/{samples}" '
-        f'--progress_interval 0; echo "rc=$?"; ls -A "{disk}/out"'
+        f'--graph_placement {placement} --progress_interval 0; echo "rc=$?"; '
+        f'wc -c "{disk}"/out/s-0* 2>/dev/null; ls -A "{disk}/out"'
     )
     proc = subprocess.run(["unshare", "-Urm", "sh", "-c", script],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
-    lines = proc.stdout.strip().splitlines()
-    assert "rc=2" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert lines[-1] == ".beam_graph_manifest.json"  # no shard, no temp folder
-    err = proc.stderr.strip().splitlines()[-1]
-    assert err.startswith(f"error: cannot write the output {disk}/out/{failing}"), err
-    assert "no space left on device" in err and "Traceback" not in proc.stderr
+    return proc, disk
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ not against the store's own output.
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,24 @@ def test_a_saved_graph_maps_back_to_the_same_arrays(tmp_path):
 
 def test_a_local_snapshot_is_mapped_where_it_is(tmp_path):
     assert graph_store.machine_copy(str(tmp_path)) == str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(10, dtype=np.int64),
+        np.zeros((0,), np.float32),
+        np.zeros((4, 0), np.int32),
+        np.arange(21, dtype=np.float32).reshape(7, 3),
+        np.array([b"ab", b"c"], dtype="S2"),
+        np.arange(12, dtype=">i4").reshape(3, 4),
+        np.asfortranarray(np.arange(15, dtype=np.float64).reshape(3, 5)),
+        np.arange(40, dtype=np.uint16)[::3],
+    ],
+)
+def test_an_array_file_holds_the_bytes_numpy_save_writes(tmp_path, array):
+    graph_store._save(str(tmp_path), "a", array)
+    expected = io.BytesIO()
+    np.save(expected, np.ascontiguousarray(array), allow_pickle=False)
+    assert (tmp_path / "a.npy").read_bytes() == expected.getvalue()
+    np.testing.assert_array_equal(np.load(tmp_path / "a.npy"), array)

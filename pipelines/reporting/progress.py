@@ -62,6 +62,11 @@ class _LocalCount:
 LOCAL_COUNT = _LocalCount()
 
 
+def count_records(n: int) -> None:
+    """Counts `n` records written in this process (the progress line's count)."""
+    LOCAL_COUNT.add(n)
+
+
 class CountOutput(beam.DoFn):
     """Pass-through before Write: counts the records for the progress line.
 
@@ -70,7 +75,7 @@ class CountOutput(beam.DoFn):
     """
 
     def process(self, batch):
-        LOCAL_COUNT.add(len(batch[2]))  # (bucket, chunk, [records])
+        count_records(len(batch[2]))  # (bucket, chunk, [records])
         yield batch
 
 

@@ -29,6 +29,7 @@ from sampler.beam.sample.sharded import RecordBatch, SampleSubgraphs, SamplingIn
 from sampler.beam.sample.sharded_links import SampleLinkSubgraphs
 from sampler.beam.sample.snapshot import RemoveSnapshot, SnapshotGraph
 from sampler.beam.sample.topology import SampleTopologyOnWorkers
+from sampler.beam.sample.write import ShardParts
 from sampler.io.graph_tables import has_seed_times, table_files
 from sampler.sample import temporal
 from sampler.sample.in_memory import NodeSeedSampling
@@ -69,9 +70,12 @@ class SamplingOptions:
 class SampledBatches(typing.NamedTuple):
     """What sample_graph_tensors adds to a pipeline."""
 
-    batches: beam.PCollection  # RecordBatch: (bucket, chunk, [serialized tf.Example])
+    # RecordBatch: (bucket, chunk, [serialized tf.Example]); where `parts` was given and the
+    # placement writes them (`worker`), the parts written: (shard, (bucket, chunk, path))
+    batches: beam.PCollection
     bad_records: beam.PCollection  # JSON lines
     rejected_seeds: beam.PCollection | None = None  # JSON lines; None without input_seeds
+    parts_written: bool = False
 
 
 class SampledExamples(typing.NamedTuple):
@@ -83,15 +87,20 @@ class SampledExamples(typing.NamedTuple):
 
 
 def sample_graph_tensors(
-    root: beam.pvalue.PBegin, graph: GraphInfo, plan: SamplingPlan, options: SamplingOptions
+    root: beam.pvalue.PBegin,
+    graph: GraphInfo,
+    plan: SamplingPlan,
+    options: SamplingOptions,
+    parts: ShardParts | None = None,
 ) -> SampledBatches:
     """Adds the stages ReadGraph, [ReadSeeds,] Seeds, BadRecords and Sample under `root`'s scope.
 
     Applied directly by the CLI, so its stage names stay top-level, and inside
-    SampleGraphTensors for library users.
+    SampleGraphTensors for library users. `parts` (the CLI's writer): the `worker` placement
+    samples each output shard's buckets in one step and writes them as one part there.
     """
     if options.placement == "worker":
-        return _sample_on_workers(root, graph, plan, options)
+        return _sample_on_workers(root, graph, plan, options, parts)
     read_graph = ReadGraph(
         graph, plan, options.num_shards, options.placement == "sharded", options.max_bad_records
     )
@@ -139,7 +148,9 @@ def sample_graph_tensors(
     return SampledBatches(batches, bad, rejected)
 
 
-def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: SamplingOptions):
+def _sample_on_workers(
+    root, graph: GraphInfo, plan: SamplingPlan, options: SamplingOptions, parts: ShardParts | None
+):
     """The `worker` placement: the tables read into a graph snapshot that every SDK process of
     a machine maps (sampler.beam.sample.snapshot), then SampleOnWorkers on it."""
     folder = options.temp_dir or _temp_folder(root)
@@ -179,6 +190,7 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
         num_buckets=options.num_buckets,
         kernel=kernel,
         threads=options.sampling_threads,
+        parts=parts,
     )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample
@@ -192,7 +204,7 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
             beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
         )
     )
-    return SampledBatches(batches, bad, rejected)
+    return SampledBatches(batches, bad, rejected, parts is not None)
 
 
 def _temp_folder(root) -> str:

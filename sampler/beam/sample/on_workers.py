@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import typing
 import uuid
 
@@ -21,6 +22,7 @@ from sampler.beam.sample.sharded import (
     count_received,
 )
 from sampler.beam.sample.snapshot import mapped_graph
+from sampler.beam.sample.write import ShardParts
 from sampler.node_table import merge_node_tables
 from sampler.sample import in_memory
 from sampler.sample.adjacency import merge_adjacency
@@ -65,9 +67,10 @@ class _MappedGraph(typing.NamedTuple):
     memory: DenseGraph
 
 
-@beam.typehints.with_output_types(RecordBatch)
 class SampleOnWorkers(beam.PTransform):
-    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major.
+    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major
+    (RecordBatch), or with `parts` (a snapshot's inputs only) the parts written
+    (sampler.beam.sample.write.ShardParts).
 
     For graphs that fit one worker's memory: every worker process holds the whole
     graph (the sharded tables and adjacency as side inputs, merged once per process
@@ -91,6 +94,7 @@ class SampleOnWorkers(beam.PTransform):
         chunk_size: int | None = None,
         kernel=None,
         threads: int = 1,
+        parts: ShardParts | None = None,
     ):
         super().__init__()
         if threads < 0:
@@ -102,6 +106,7 @@ class SampleOnWorkers(beam.PTransform):
         self._chunk_size = chunk_size or in_memory.CHUNK_SIZE
         self._kernel = kernel or NodeSeedSampling()
         self._threads = threads
+        self._parts = parts
 
     class _SampleBucket(beam.DoFn):
         def __init__(
@@ -114,6 +119,7 @@ class SampleOnWorkers(beam.PTransform):
             tag: str,
             kernel=None,
             threads: int = 1,
+            parts=None,
         ):
             self._graph = graph
             self._plan = plan
@@ -123,6 +129,7 @@ class SampleOnWorkers(beam.PTransform):
             self._tag = tag
             self._kernel = kernel or NodeSeedSampling()
             self._threads = threads
+            self._parts = parts
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
@@ -132,10 +139,24 @@ class SampleOnWorkers(beam.PTransform):
 
         def process(self, bucket_parts, *side):
             """(bucket, chunk index, records) of each chunk of the bucket's seeds, sampled and
-            encoded on `threads` threads (sampler.sample.chunk_stream), in chunk order."""
-            bucket, parts = bucket_parts
+            encoded on `threads` threads (sampler.sample.chunk_stream), in chunk order; with
+            `parts` (ShardParts), the element is (shard, [(bucket, seed piece)]) and the
+            shard's records, bucket by bucket, go to one part: (shard, (bucket, chunk, path))."""
+            if self._parts is None:
+                yield from self._sampled([bucket_parts], side)
+                return
+            shard, pieces = bucket_parts
+            pieces = sorted(pieces, key=lambda piece: piece[0])
+            buckets = [
+                (bucket, [piece for _, piece in group])
+                for bucket, group in itertools.groupby(pieces, key=lambda piece: piece[0])
+            ]
+            chunks = (records for _, _, records in self._sampled(buckets, side))
+            yield self._parts.write(shard, (buckets[0][0], 0), chunks)
+
+        def _sampled(self, buckets, side):
+            """(bucket, chunk index, records) of each chunk of `buckets`' seeds, in order."""
             memory = self.graph_on_worker(side).memory
-            seeds = self.received_seeds(self._kernel.seeds_type, parts)
             kernel, graph, plan, randomness = (
                 self._kernel,
                 self._graph,
@@ -146,15 +167,23 @@ class SampleOnWorkers(beam.PTransform):
             def sample(chunk, counters):
                 return kernel.sample_chunk(graph, plan, memory, chunk, randomness, counters)
 
-            jobs = ((bucket, chunk) for chunk in kernel.seed_chunks(seeds, self._chunk_size))
+            def jobs():
+                for bucket, parts in buckets:
+                    seeds = self.received_seeds(kernel.seeds_type, parts)
+                    for chunk in kernel.seed_chunks(seeds, self._chunk_size):
+                        yield bucket, chunk
+
             threads = self._threads or cpu_count()
             counters = collections.Counter()
-            done = encoded_chunks(jobs, sample, self._specs, threads, SubgraphChunk.count_sizes)
-            for index, chunk in enumerate(done):
+            done = encoded_chunks(jobs(), sample, self._specs, threads, SubgraphChunk.count_sizes)
+            index, last = 0, None
+            for chunk in done:
+                index = index + 1 if chunk.key == last else 0
+                last = chunk.key
                 counters.update(chunk.counters)
                 counters["subgraphs"] += chunk.subgraphs
                 if chunk.records:
-                    yield bucket, index, chunk.records
+                    yield chunk.key, index, chunk.records
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
@@ -224,11 +253,18 @@ class SampleOnWorkers(beam.PTransform):
             tag,
             self._kernel,
             self._threads,
+            self._parts,
         )
         if isinstance(inputs, SnapshotInputs):
-            return bucketed(inputs.seeds, self._num_buckets) | "SampleBuckets" >> beam.ParDo(
-                fn, beam.pvalue.AsSingleton(inputs.snapshot)
-            )
+            shards = 0 if self._parts is None else self._parts.num_shards
+            groups = bucketed(inputs.seeds, self._num_buckets, shards)
+            sample = beam.ParDo(fn, beam.pvalue.AsSingleton(inputs.snapshot))
+            sample = sample.with_output_types(RecordBatch)
+            if self._parts is not None:
+                sample = sample.with_output_types(tuple[int, tuple[int, int, str]])
+            return groups | "SampleBuckets" >> sample
+        if self._parts is not None:
+            raise ValueError("parts: the snapshot's inputs only (SnapshotInputs)")
         return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
 
 
@@ -274,11 +310,14 @@ def sample_buckets(
     )
 
 
-def bucketed(seeds, num_buckets: int):
-    """(shard, Seeds) -> (bucket, [packed seed pieces])."""
-    return (
-        seeds
-        | "SeedValues" >> beam.Values()
-        | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
-        | "Group" >> beam.GroupByKey()
-    )
+def bucketed(seeds, num_buckets: int, num_output_shards: int = 0):
+    """(shard, Seeds) -> (bucket, [packed seed pieces]); with `num_output_shards`, grouped by
+    output shard instead: (shard, [(bucket, packed seed piece)]), shard i holding buckets i,
+    i + N, i + 2N, ... (WriteRecordShards' layout)."""
+    pieces = seeds | "SeedValues" >> beam.Values()
+    pieces = pieces | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
+    if num_output_shards:
+        pieces = pieces | "ShardKeys" >> beam.Map(
+            lambda piece: (piece[0] % num_output_shards, piece)
+        )
+    return pieces | "Group" >> beam.GroupByKey()

@@ -99,11 +99,11 @@ class _ReadToPart(_ReadTable):
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:
-                f.write(_framed((kind, name)))
+                _write_framed(f, (kind, name))
                 for piece in pieces:  # each piece written as it is read
                     for each in names:
                         self._count(each, len(piece if kind == "node" else piece[0]))
-                    f.write(_framed(piece))
+                    _write_framed(f, piece)
                     yield from self._flush_sets(names)
         except OSError as e:
             raise write_error(part, e) from e
@@ -111,16 +111,18 @@ class _ReadToPart(_ReadTable):
         yield index, part
 
 
-def _framed(value) -> bytes:
+def _write_framed(f, value) -> None:
+    """`value` packed, after its length (8 bytes): two writes, no joined copy of the bytes."""
     data = packed(value)
-    return struct.pack("<Q", len(data)) + data
+    f.write(struct.pack("<Q", len(data)))
+    f.write(data)
 
 
 def read_part(path: str) -> tuple[str, str, list]:
     """(kind, set, pieces) of a part file that _ReadToPart wrote: framed packed values, the
-    first one (kind, set)."""
+    first one (kind, set). Each value is unpacked from its place in the file's bytes."""
     with FileSystems.open(path) as f:
-        data = f.read()
+        data = memoryview(f.read())
     values, at = [], 0
     while at < len(data):
         (size,) = struct.unpack_from("<Q", data, at)

@@ -13,7 +13,9 @@ for the same flags. A retried bundle rewrites the same part with the same bytes.
 
 from __future__ import annotations
 
+import errno
 import os
+import uuid
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -21,7 +23,7 @@ from apache_beam.metrics import Metrics
 
 from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
-from sampler.io.streaming_file import concat_files, write_records
+from sampler.io.streaming_file import StreamingFile, concat_files, write_records
 
 NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
@@ -32,6 +34,24 @@ def _concat_local(target: str, parts: list[str]) -> None:
     O_DIRECT writes, else copied by the kernel and handed to the disk as the shard grows
     (sampler.io.streaming_file.concat_files): the shards do not fill the page cache."""
     concat_files(target, parts)
+
+
+def _renamed(part: str, final: str) -> bool:
+    """Whether the local `part` became `final` by a rename (False: remote, or on another
+    filesystem; the caller copies it then)."""
+    if has_scheme(part) or has_scheme(final):
+        return False
+    try:
+        os.replace(part, final)
+    except FileNotFoundError:
+        if os.path.exists(final):  # a retry of a step that renamed it
+            return True
+        raise
+    except OSError as e:
+        if e.errno == errno.EXDEV:
+            return False
+        raise
+    return True
 
 
 def _write_part(path: str, records: list[bytes]) -> None:
@@ -47,12 +67,62 @@ def _write_part(path: str, records: list[bytes]) -> None:
         write_records(f, records)
 
 
-@beam.typehints.with_input_types(tuple[int, int, list[bytes]])
+class ShardParts:
+    """Writes one output shard's records as one part, where they are sampled: a placement
+    that samples each shard's buckets in one step (in bucket order) hands WriteRecordShards
+    (`parts_given`) one part per shard, which it renames instead of copying."""
+
+    def __init__(self, temp_dir: str, num_shards: int, on_records=None):
+        if num_shards < 1:
+            raise ValueError("num_shards must be at least 1")
+        self.temp_dir = temp_dir
+        self.num_shards = num_shards
+        self._on_records = on_records  # a module-level function of each chunk's record count
+
+    def write(self, shard: int, first: tuple[int, int], chunks) -> tuple[int, tuple]:
+        """(shard, (bucket, chunk, path)) of a new part holding the record lists `chunks` in
+        their order; (bucket, chunk) is the first one's, the part's place in its shard. A
+        local part streams to the disk (StreamingFile), as --runner InMemory's shards do."""
+        name = f"part-{first[0]:06d}-{first[1]:06d}-{uuid.uuid4().hex[:8]}"  # one per attempt
+        path = FileSystems.join(self.temp_dir, name)
+        records = Metrics.counter(NAMESPACE, "records_written")
+        try:
+            if has_scheme(path):
+                with FileSystems.create(path) as f:
+                    for chunk in chunks:
+                        f.write(tfrecord.frame(chunk))
+                        records.inc(len(chunk))
+                        if self._on_records is not None:
+                            self._on_records(len(chunk))
+            else:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                with StreamingFile(path) as f:
+                    for chunk in chunks:
+                        write_records(f, chunk)
+                        records.inc(len(chunk))
+                        if self._on_records is not None:
+                            self._on_records(len(chunk))
+        except OSError as e:
+            raise write_error(path, e) from e
+        return shard, (*first, path)
+
+
 @beam.typehints.with_output_types(str)
 class WriteRecordShards(beam.PTransform):
-    """(bucket, chunk, [record bytes]) -> `prefix-SSSSS-of-NNNNN` files, or one file `prefix`."""
+    """(bucket, chunk, [record bytes]) -> `prefix-SSSSS-of-NNNNN` files, or one file `prefix`.
 
-    def __init__(self, prefix: str, num_shards: int, single_file: bool, temp_dir: str):
+    With `parts_given`, the input is parts already written (ShardParts.write's
+    (shard, (bucket, chunk, path))): a shard made of one local part is renamed, not copied.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        num_shards: int,
+        single_file: bool,
+        temp_dir: str,
+        parts_given: bool = False,
+    ):
         super().__init__()
         if num_shards < 1:
             raise ValueError("num_shards must be at least 1")
@@ -60,6 +130,7 @@ class WriteRecordShards(beam.PTransform):
         self._num_shards = num_shards
         self._single_file = single_file
         self._temp_dir = temp_dir
+        self._parts_given = parts_given
 
     def final_paths(self) -> list[str]:
         if self._single_file:
@@ -96,7 +167,9 @@ class WriteRecordShards(beam.PTransform):
             temp = FileSystems.join(self._temp_dir, "shard-" + final.rsplit("/", 1)[-1])
             try:
                 sources = [path for _, _, path in parts]
-                if all(not has_scheme(p) for p in [final, temp, *sources]):
+                if len(sources) == 1 and _renamed(sources[0], final):
+                    sources = []  # nothing left to delete
+                elif all(not has_scheme(p) for p in [final, temp, *sources]):
                     os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
                     _concat_local(temp, sources)
                     os.replace(temp, final)
@@ -112,14 +185,20 @@ class WriteRecordShards(beam.PTransform):
                     FileSystems.rename([temp], [final])
             except OSError as e:
                 raise write_error(final, e) from e
-            FileSystems.delete([path for _, _, path in parts])
+            if sources:
+                FileSystems.delete(sources)
             yield self._paths[shard]
 
     def expand(self, batches):
         shards = batches.pipeline | "ShardIds" >> beam.Create(
             [(i, None) for i in range(self._num_shards)]
         )
-        parts = batches | "Parts" >> beam.ParDo(self._WritePart(self._temp_dir, self._num_shards))
+        if self._parts_given:
+            parts = batches
+        else:
+            parts = batches | "Parts" >> beam.ParDo(
+                self._WritePart(self._temp_dir, self._num_shards)
+            )
         return (
             {"parts": parts, "shard": shards}
             | "GroupParts" >> beam.CoGroupByKey()
