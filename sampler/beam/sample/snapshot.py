@@ -17,17 +17,18 @@ never pass through the runner. A remote snapshot (gs://) is copied once per mach
 from __future__ import annotations
 
 import shutil
-import struct
 import typing
 import uuid
 
 import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from sampler import shards
 from sampler.batches import NodeBatch, bytes_array
-from sampler.beam.packing import packed, unpacked
+from sampler.beam.packing import FrameWriter, frames
 from sampler.beam.read import BAD_RECORDS, NAMESPACE, _ReadTable
 from sampler.io import files, graph_tables
 from sampler.io.file_reads import file_reads
@@ -99,11 +100,12 @@ class _ReadToPart(_ReadTable):
         part = FileSystems.join(self._folder, f"part-{index:05d}-{uuid.uuid4().hex[:8]}")
         try:
             with FileSystems.create(part) as f:
-                _write_framed(f, (kind, name))
+                frames = FrameWriter(f)
+                frames.write((kind, name))
                 for piece in pieces:  # each piece written as it is read
                     for each in names:
                         self._count(each, len(piece if kind == "node" else piece[0]))
-                    _write_framed(f, piece)
+                    frames.write(piece)
                     yield from self._flush_sets(names)
         except OSError as e:
             raise write_error(part, e) from e
@@ -111,24 +113,18 @@ class _ReadToPart(_ReadTable):
         yield index, part
 
 
-def _write_framed(f, value) -> None:
-    """`value` packed, after its length (8 bytes): two writes, no joined copy of the bytes."""
-    data = packed(value)
-    f.write(struct.pack("<Q", len(data)))
-    f.write(data)
-
-
 def read_part(path: str) -> tuple[str, str, list]:
-    """(kind, set, pieces) of a part file that _ReadToPart wrote: framed packed values, the
-    first one (kind, set). Each value is unpacked from its place in the file's bytes."""
-    with FileSystems.open(path) as f:
-        data = memoryview(f.read())
-    values, at = [], 0
-    while at < len(data):
-        (size,) = struct.unpack_from("<Q", data, at)
-        values.append(unpacked(data[at + 8 : at + 8 + size]))
-        at += 8 + size
-    (kind, name), pieces = values[0], values[1:]
+    """(kind, set, pieces) of a part file that _ReadToPart wrote (sampler.beam.packing's
+    frames, the first one (kind, set)): the pieces' arrays are views of the file's bytes."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        data = np.empty(size, np.uint8)  # aligned, as the frames' arrays want
+        view, at = memoryview(data), 0
+        while at < size and (count := f.readinto(view[at:])):
+            at += count
+    if at != size:
+        raise OSError(f"{path}: read {at} of {size} bytes")
+    (kind, name), *pieces = frames(data)
     return kind, name, pieces
 
 
