@@ -7,7 +7,8 @@ never imports numba (0.5 s). Where the cache lives: sampler/jit_cache.py.
 
 The cache is a cache: a cache file that cannot be read (truncated, garbage, from another
 numba) is removed and its kernel compiled again, and a cache that cannot be written (a full
-or read-only file system) is bypassed, each with one warning line, never a failure.
+or read-only file system) is bypassed, each with one warning line, never a failure. Processes
+that save into one cache at once update each kernel's index one at a time (jit_cache.index_lock).
 
 Every compile of a kernel is said on the progress (once per process), whatever its cause:
 numba's compile event, not a guess of when the cache misses.
@@ -71,7 +72,8 @@ class _Cache(FunctionCache):
 
     def save_overload(self, sig, data):
         try:
-            super().save_overload(sig, data)
+            with jit_cache.index_lock(self._cache_path):  # numba's index: read, add, write
+                super().save_overload(sig, data)
         except OSError as e:
             _warn_once(
                 "write",

@@ -12,6 +12,12 @@ What a process says about the kernels (compiling, a damaged cache) goes to its s
 from the SDK worker processes of a local run (whose stderr is a log file) to the run's CLI,
 through the file NOTICES_ENV names, which the CLI relays (`relay`) once per distinct line.
 
+A kernel's index file (which signatures it has machine code of, and in which data file) is
+rewritten by every process that saves a signature: numba reads it, adds one, writes it back,
+without a lock, so two processes that save at once (workers that compile a signature the cache
+lacks, or a run that bypassed the compile lock below) lose each other's entries or give two
+signatures one data file. `index_lock` makes each such update one at a time.
+
 One process compiles at a time (`machine_lock`): processes that start together on a cold
 cache (the SDK workers of a first run) wait for it and then load what it compiled. A lock held
 longer than BEAM_GRAPH_COMPILE_WAIT_S seconds (default 120: a stuck or stopped earlier run) is
@@ -31,14 +37,17 @@ import tempfile
 import time
 
 from sampler import settings
+from sampler.errors import UserError
 from sampler.io import no_follow
 
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 LOCK_NAME = ".sampler-compile.lock"
+INDEX_LOCK_NAME = ".sampler-index.lock"  # in each folder of kernel files (index_lock)
 WAIT_ENV = settings.COMPILE_WAIT_S
 RUN_ENV = "BEAM_GRAPH_RUN_KERNEL_CACHE"  # the temporary cache of this run (chosen_folder)
 NOTICES_ENV = "BEAM_GRAPH_KERNEL_NOTICES"  # "PID:PATH": the lines for the run's CLI (relay)
 _RUN = {"created": None, "notices": None, "offset": 0, "said": set(), "compiling": False}
+_RUN["index_unlocked"] = False  # index_lock waited its limit once in this process
 
 
 def _writable(path: str) -> bool:
@@ -205,6 +214,38 @@ def machine_lock():
             with contextlib.suppress(OSError):  # the holder's pid, for whoever waits on it
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def index_lock(cache_path: str):
+    """Held (exclusive) while this process updates a kernel's index and data files in
+    `cache_path` (a few milliseconds); none where it can't be made, and none once another
+    process has held it for BEAM_GRAPH_COMPILE_WAIT_S (a stopped process), said in one line."""
+    try:
+        os.makedirs(cache_path, exist_ok=True)
+        path = os.path.join(cache_path, INDEX_LOCK_NAME)
+        fd = no_follow.open_regular(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except (OSError, UserError):  # (a read-only or full folder: the save says so, or a FIFO)
+        yield
+        return
+    try:
+        wait = 0.0 if _RUN["index_unlocked"] else settings.seconds(WAIT_ENV)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:  # once per process: later saves don't wait
+                    if not _RUN["index_unlocked"]:
+                        _RUN["index_unlocked"] = True
+                        warn(f"the kernel cache lock {path} has been held for {wait:g} s by"
+                             f" another process: saving without it ({WAIT_ENV} sets the wait)")  # fmt: skip
+                    break
+                time.sleep(0.005)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -36,7 +36,10 @@ CHILD = textwrap.dedent(
 
 
 def _start(cache: str) -> subprocess.Popen:
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    # The compile lock waited for as long as the child may take: a loaded machine compiles for
+    # more than its default 120 s, and the others would then compile too (a bypass that
+    # tests/test_kernel_cache.py covers), which is not what these tests check.
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache, "BEAM_GRAPH_COMPILE_WAIT_S": "600"}
     return subprocess.Popen(
         [sys.executable, "-c", CHILD],
         env=env,
