@@ -53,7 +53,8 @@ class SamplingOptions:
     negatives_per_seed: int = 0  # link prediction: label-0 examples per seed edge
     keep_seed_edges: bool = False  # link prediction: keep the seed edge in its subgraph (leaks)
     # `worker`: where the workers put the table parts and the graph snapshot (local or remote);
-    # default: the pipeline's --temp_location, else the local temp folder. Removed after the run.
+    # `sharded`: the node rows and edges on their way to the assembly (ToBuckets); default:
+    # the pipeline's --temp_location, else the local temp folder. Removed after the run.
     temp_dir: str | None = None
     # `worker`: threads of each SDK worker process that sample and encode chunks side by side
     # (0: one per core of the process). Dataflow runs one SDK process per vCPU: keep 1 there.
@@ -115,6 +116,9 @@ def sample_graph_tensors(
         seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
         kernel = NodeSeedSampling()
     common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
+    folder = None  # `sharded`: where node rows and edges wait for the assembly
+    if options.placement == "sharded":
+        folder = options.temp_dir or _temp_folder(root)
     if options.placement == "worker":
         sample = SampleOnWorkers(
             graph, plan, **common, kernel=kernel, threads=options.sampling_threads
@@ -131,11 +135,16 @@ def sample_graph_tensors(
             num_shards=options.num_shards,
             negatives=options.negatives_per_seed,
             keep_seed_edges=options.keep_seed_edges,
+            folder=folder,
         )
     else:
-        sample = SampleSubgraphs(graph, plan, **common, num_shards=options.num_shards)
+        sample = SampleSubgraphs(
+            graph, plan, **common, num_shards=options.num_shards, folder=folder
+        )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
+    if folder is not None:
+        _remove_after(root, folder, batches)
     return SampledBatches(batches, bad, rejected)
 
 
@@ -182,17 +191,20 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
     )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample
+    _remove_after(root, folder, batches, snapshot.path)
+    return SampledBatches(batches, bad, rejected)
+
+
+def _remove_after(root, folder: str, batches, snapshot=None) -> None:
+    """Removes `folder` once every batch is made (RemoveSnapshot; `snapshot`: the `worker`
+    placement's snapshot path, whose machine copy goes too)."""
+    sampled = beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally())
+    more = [] if snapshot is None else [beam.pvalue.AsSingleton(snapshot)]
     _ = (
         root
         | "AfterSampling" >> beam.Create([None])
-        | "RemoveSnapshot"
-        >> beam.ParDo(
-            RemoveSnapshot(folder),
-            beam.pvalue.AsSingleton(snapshot.path),
-            beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
-        )
+        | "RemoveSnapshot" >> beam.ParDo(RemoveSnapshot(folder), sampled, *more)
     )
-    return SampledBatches(batches, bad, rejected)
 
 
 def _temp_folder(root) -> str:

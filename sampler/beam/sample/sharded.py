@@ -27,6 +27,7 @@ from apache_beam.metrics import Metrics
 from sampler import shards
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
+from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
 from sampler.sample import temporal
 from sampler.sample.assemble import assemble_chunks, lookup_rows
@@ -113,12 +114,16 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
 
 
 def bucket_parts(pieces, first_kind: str) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked and counted as received (check_shuffle): the pieces
-    of `first_kind` (the seeds or link examples), and node set -> node rows (expanded), edge
-    set -> sampled edges."""
+    """A bucket's packed pieces unpacked (a PieceRange read from its file) and counted as
+    received (check_shuffle): the pieces of `first_kind` (the seeds or link examples), and
+    node set -> node rows (expanded), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
     received = collections.Counter()
-    for kind, name, piece in map(unpacked, pieces):
+    pieces = [unpacked(p) for p in pieces]
+    where = [i for i, (_, _, piece) in enumerate(pieces) if isinstance(piece, PieceRange)]
+    for i, data in read_pieces([pieces[i][2] for i in where]):
+        pieces[where[i]] = (*pieces[where[i]][:2], unpacked(data))
+    for kind, name, piece in pieces:
         received[kind] += len(piece.sample)
         if kind == NODES:
             piece = piece.expanded()
@@ -165,20 +170,28 @@ def count_received(received: collections.Counter) -> None:
 
 @beam.typehints.with_output_types(tuple[int, bytes])
 class ToBuckets(beam.DoFn):
-    """A per-sample piece -> (bucket, packed (kind, set name, piece)) by sample key."""
+    """A per-sample piece -> (bucket, packed (kind, set name, piece)) by sample key. With a
+    `folder`, the bucket parts go into one file there and the piece sent is its PieceRange
+    (sampler.io.piece_files): the shuffle carries where the rows are, not the rows."""
 
-    def __init__(self, kind: str, name: str, num_buckets: int):
+    def __init__(self, kind: str, name: str, num_buckets: int, folder: str | None = None):
         self._kind = kind
         self._name = name
         self._num_buckets = num_buckets
+        self._folder = folder
         self._sent = Metrics.counter(NAMESPACE, f"{SHUFFLE_SENT}/{kind}")
 
     def process(self, piece):
         self._sent.inc(len(piece.sample))
-        for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
-            part = piece.take(index)
-            if self._kind == NODES:
-                part = SharedNodeRows.of(part)
+        parts = (
+            (bucket, piece.take(index))
+            for bucket, index in shards.by_bucket(piece.sample, self._num_buckets)
+        )
+        if self._kind == NODES:
+            parts = ((bucket, SharedNodeRows.of(part)) for bucket, part in parts)
+        if self._folder is not None:
+            parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
+        for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
 
 
@@ -378,6 +391,7 @@ class SampleSubgraphs(beam.PTransform):
         randomness: Randomness,
         num_shards: int,
         num_buckets: int,
+        folder: str | None = None,
     ):
         super().__init__()
         self._graph = graph
@@ -385,10 +399,11 @@ class SampleSubgraphs(beam.PTransform):
         self._randomness = randomness
         self._num_shards = num_shards
         self._num_buckets = num_buckets
+        self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
 
     def expand(self, inputs: SamplingInputs):
         seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
-        graph, plan, buckets = self._graph, self._plan, self._num_buckets
+        graph, plan, buckets, folder = self._graph, self._plan, self._num_buckets, self._folder
         if plan.seed_time is None:
             seed_nodes = seeds | "SeedNodes" >> beam.MapTuple(
                 lambda s, b: (s, SampleNodes(b.sample, b.node))
@@ -425,16 +440,19 @@ class SampleSubgraphs(beam.PTransform):
                 tuple(requests) | f"Requests/{name}" >> beam.Flatten(), tables[name]
             ) | f"Nodes/{name}" >> LookupNodes(name)
             pieces.append(
-                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
+                rows[name]
+                | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, folder))
             )
-        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
+        shards_ = self._num_shards
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
         return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
 
 
-def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards: int, buckets: int) -> list:
-    """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets; with
-    node aggregation, instead every edge induced among the nodes found (`rows`: node set ->
-    its looked-up rows). Applied inside a composite's expand (its labels are the caller's)."""
+def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, folder) -> list:
+    """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets (by
+    files in `folder` unless None: ToBuckets); with node aggregation, instead every edge
+    induced among the nodes found (`rows`: node set -> its looked-up rows). Applied inside a
+    composite's expand (its labels are the caller's)."""
     if plan.aggregation == NODE:
         sampled = {}
         for name, info in graph.edge_sets.items():
@@ -448,7 +466,7 @@ def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards: int, buckets:
             induced = InducedInputs(present, adjacency[name])
             sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
     return [
-        edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
+        edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets, folder))
         for name, parts in sampled.items()
         for i, edges in enumerate(parts)
     ]

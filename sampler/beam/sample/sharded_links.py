@@ -317,8 +317,10 @@ class SampleLinkSubgraphs(beam.PTransform):
         num_buckets: int,
         negatives: int = 0,
         keep_seed_edges: bool = False,
+        folder: str | None = None,
     ):
         super().__init__()
+        self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
         self._graph = graph
         self._plan = plan
         self._randomness = randomness
@@ -439,9 +441,11 @@ class SampleLinkSubgraphs(beam.PTransform):
             )
             rows[name] = NodeRequests(nodes, tables[name]) | f"Nodes/{name}" >> LookupNodes(name)
             pieces.append(
-                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
+                rows[name]
+                | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, self._folder))
             )
-        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
+        shards_, folder = self._num_shards, self._folder
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
         return (
             tuple(pieces)
             | "Flatten" >> beam.Flatten()
