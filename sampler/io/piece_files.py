@@ -20,9 +20,9 @@ from sampler.io import files
 
 
 class PieceRange(typing.NamedTuple):
-    """Bytes [offset, offset + length) of `path`: one piece."""
+    """Bytes [offset, offset + length) of the file `name` of the folder: one piece."""
 
-    path: str
+    name: str
     offset: int
     length: int
 
@@ -30,26 +30,28 @@ class PieceRange(typing.NamedTuple):
 def write_pieces(folder: str, prefix: str, pieces: Iterable[tuple[object, bytes]]) -> list:
     """[(key, PieceRange)] of `pieces` ((key, bytes)), written in order to one new file of
     `folder`, named `prefix-<random>`; a file that cannot be written is a UserError."""
-    path = files.join(folder, f"{prefix}-{uuid.uuid4().hex}")
+    name = f"{prefix}-{uuid.uuid4().hex}"
+    path = files.join(folder, name)
     ranges, offset = [], 0
     try:
         with files.create_file(path) as out:
             for key, data in pieces:
                 out.write(data)
-                ranges.append((key, PieceRange(path, offset, len(data))))
+                ranges.append((key, PieceRange(name, offset, len(data))))
                 offset += len(data)
     except OSError as e:
         raise files.write_error(path, e) from e
     return ranges
 
 
-def read_pieces(ranges: list[PieceRange]) -> Iterator[tuple[int, bytes]]:
-    """(i, the bytes of ranges[i]) for each range, file by file (each opened once); a range
-    that the file no longer holds is a UserError."""
-    by_path: dict[str, list[int]] = {}
+def read_pieces(folder: str, ranges: list[PieceRange]) -> Iterator[tuple[int, bytes]]:
+    """(i, the bytes of ranges[i]) for each range of a file of `folder`, file by file (each
+    opened once); a range that the file no longer holds is a UserError."""
+    by_name: dict[str, list[int]] = {}
     for i, where in enumerate(ranges):
-        by_path.setdefault(where.path, []).append(i)
-    for path, indices in by_path.items():
+        by_name.setdefault(where.name, []).append(i)
+    for name, indices in by_name.items():
+        path = files.join(folder, name)
         with files.open_file(path) as f:
             for i in sorted(indices, key=lambda i: ranges[i].offset):
                 f.seek(ranges[i].offset)

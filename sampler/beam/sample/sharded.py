@@ -113,20 +113,18 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
             yield bucket, chunk_index, records
 
 
-def bucket_parts(pieces, first_kind: str) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked (a PieceRange read from its file) and counted as
+def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dict, dict]:
+    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and counted as
     received (check_shuffle): the pieces of `first_kind` (the seeds or link examples), and
-    node set -> node rows (expanded), edge set -> sampled edges."""
+    node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
     received = collections.Counter()
     pieces = [unpacked(p) for p in pieces]
     where = [i for i, (_, _, piece) in enumerate(pieces) if isinstance(piece, PieceRange)]
-    for i, data in read_pieces([pieces[i][2] for i in where]):
+    for i, data in read_pieces(folder, [pieces[i][2] for i in where]):
         pieces[where[i]] = (*pieces[where[i]][:2], unpacked(data))
     for kind, name, piece in pieces:
         received[kind] += len(piece.sample)
-        if kind == NODES:
-            piece = piece.expanded()
         {first_kind: firsts, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
     count_received(received)
     return firsts, nodes, edges
@@ -209,9 +207,6 @@ class SharedNodeRows:
     def of(cls, piece: SampleNodeRows) -> SharedNodeRows:
         _, first, inverse = np.unique(piece.rows.fp, return_index=True, return_inverse=True)
         return cls(piece.sample, inverse.astype(np.int64), piece.rows.take(first))
-
-    def expanded(self) -> SampleNodeRows:
-        return SampleNodeRows(self.sample, self.rows.take(self.inverse))
 
 
 class _SeedTimes(beam.DoFn):
@@ -336,15 +331,17 @@ class InducedEdges(beam.PTransform):
 class AssembleExamples(beam.PTransform):
     """(bucket, pieces) -> (bucket, chunk, [serialized GraphTensor tf.Example]) batches."""
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None = None):
         super().__init__()
         self._graph = graph
         self._plan = plan
+        self._folder = folder  # of the pieces that ToBuckets put in files
 
     class _Assemble(beam.DoFn):
-        def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+        def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None):
             self._graph = graph
             self._plan = plan
+            self._folder = folder
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
@@ -356,7 +353,7 @@ class AssembleExamples(beam.PTransform):
 
         def process(self, bucket_pieces):
             bucket, pieces = bucket_pieces
-            seeds, nodes, edges = bucket_parts(pieces, SEEDS)
+            seeds, nodes, edges = bucket_parts(pieces, SEEDS, self._folder)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
@@ -375,7 +372,7 @@ class AssembleExamples(beam.PTransform):
             pieces
             | "Flatten" >> beam.Flatten()
             | "Group" >> beam.GroupByKey()
-            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan))
+            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan, self._folder))
         )
 
 
@@ -445,7 +442,7 @@ class SampleSubgraphs(beam.PTransform):
             )
         shards_ = self._num_shards
         pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
-        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
+        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan, folder)
 
 
 def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, folder) -> list:
