@@ -1,6 +1,8 @@
-"""The `sharded` assembly holds a bucket's node rows as each piece's distinct rows and an index
-(sampler.sample.assemble), gathering them only per chunk: a node that many samples of a bucket
-hold (a field of study, a hub paper) is one row there, not one copy of its features each."""
+"""What the `sharded` placement moves and holds per sample. The assembly holds a bucket's node
+rows as each piece's distinct rows and an index (sampler.sample.assemble), gathering them only
+per chunk: a node that many samples of a bucket hold (a field of study, a hub paper) is one row
+there, not one copy of its features each. An op's targets cross to their shards once per
+(sample, node), not once per edge that reached the node."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import collections
 
 import numpy as np
 
+from sampler import shards
 from sampler.batches import SampleNodes, Seeds, bytes_array
-from sampler.beam.sample.sharded import SharedNodeRows
+from sampler.beam.sample.sharded import SharedNodeRows, SplitSampleNodes
 from sampler.sample import in_memory
 from sampler.sample.assemble import assembled, chunks_of, lookup_rows
 from sampler.sample.plan import make_plan
@@ -53,3 +56,18 @@ def test_a_node_that_every_sample_holds_is_one_row_until_a_chunk_is_gathered(tmp
         for name, column in gathered.features.items():
             j = int(np.searchsorted(papers.fp, members[0]))
             assert np.array_equal(column[first], papers.features[name][j])
+
+
+def test_an_ops_targets_cross_to_their_shards_once_per_sample_and_node():
+    sample = np.array([1, 1, 1, 2, 2, 1, 3], np.uint64)
+    node = np.array([5, 5, 9, 5, 5, 9, 7], np.uint64)
+    time = np.array([10, 10, 10, 20, 20, 10, 30], np.int64)
+    got = list(SplitSampleNodes(4).process(SampleNodes(sample, node, time)))
+    pairs = sorted(
+        (int(s), int(n), int(t))
+        for _, p in got
+        for s, n, t in zip(p.sample, p.node, p.time, strict=True)
+    )
+    assert pairs == [(1, 5, 10), (1, 9, 10), (2, 5, 20), (3, 7, 30)]
+    for shard, piece in got:
+        assert all(s == shard for s, _ in shards.by_shard(piece.node, 4))

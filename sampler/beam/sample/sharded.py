@@ -137,13 +137,16 @@ def _one(values, what: str):
     return values[0] if values else None
 
 
-class _SplitSampleNodes(beam.DoFn):
-    """SampleNodes -> (shard of node, SampleNodes)."""
+class SplitSampleNodes(beam.DoFn):
+    """SampleNodes -> (shard of node, SampleNodes), each (sample, node) once: an op's targets
+    repeat a node for every edge of a sample that reaches it (a field of study from most of a
+    sample's papers), and every step that receives them (an op, a lookup) takes each once."""
 
     def __init__(self, num_shards: int):
         self._num_shards = num_shards
 
     def process(self, batch: SampleNodes):
+        batch = batch.unique()
         for shard, index in shards.by_shard(batch.node, self._num_shards):
             yield shard, batch.take(index)
 
@@ -421,7 +424,7 @@ class SampleSubgraphs(beam.PTransform):
             produced[op.name] = (
                 edges
                 | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst, e.time))
-                | f"TargetsByShard/{op.name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
+                | f"TargetsByShard/{op.name}" >> beam.ParDo(SplitSampleNodes(self._num_shards))
             )
         pieces = [
             seeds
@@ -458,7 +461,7 @@ def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, fold
             present = (
                 rows[info.source]
                 | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
-                | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(num_shards))
+                | f"PresentByShard/{name}" >> beam.ParDo(SplitSampleNodes(num_shards))
             )
             induced = InducedInputs(present, adjacency[name])
             sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
