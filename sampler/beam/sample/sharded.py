@@ -8,7 +8,8 @@ The plan, stage by stage:
                -> SampledEdges           chosen edges, and their targets as the next frontier
   Nodes/<set>  (shard, SampleNodes)      joined with (shard, NodeTable) -> node rows
   Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
-  Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example])
+  Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example]); the
+                                         node rows and edges wait in files (ToBuckets)
 
 Composite transforms take NamedTuples of PCollections (SamplingInputs, OpInputs, NodeRequests,
 InducedInputs), never positional tuples.
@@ -114,9 +115,9 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
 
 
 def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and counted as
-    received (check_shuffle): the pieces of `first_kind` (the seeds or link examples), and
-    node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
+    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and
+    counted as received (check_shuffle): the pieces of `first_kind` (the seeds or link
+    examples), and node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
     received = collections.Counter()
     pieces = [unpacked(p) for p in pieces]
