@@ -143,8 +143,17 @@ def sample_graph_tensors(
         )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
-    if folder is not None:
-        _remove_after(root, folder, batches)
+    if folder is not None:  # the pieces' folder goes once every batch is made (no snapshot)
+        _ = (
+            root
+            | "AfterSampling" >> beam.Create([None])
+            | "RemovePieces"
+            >> beam.ParDo(
+                RemoveSnapshot(folder),
+                None,
+                beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
+            )
+        )
     return SampledBatches(batches, bad, rejected)
 
 
@@ -191,20 +200,17 @@ def _sample_on_workers(root, graph: GraphInfo, plan: SamplingPlan, options: Samp
     )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample
-    _remove_after(root, folder, batches, snapshot.path)
-    return SampledBatches(batches, bad, rejected)
-
-
-def _remove_after(root, folder: str, batches, snapshot=None) -> None:
-    """Removes `folder` once every batch is made (RemoveSnapshot; `snapshot`: the `worker`
-    placement's snapshot path, whose machine copy goes too)."""
-    sampled = beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally())
-    more = [] if snapshot is None else [beam.pvalue.AsSingleton(snapshot)]
     _ = (
         root
         | "AfterSampling" >> beam.Create([None])
-        | "RemoveSnapshot" >> beam.ParDo(RemoveSnapshot(folder), sampled, *more)
+        | "RemoveSnapshot"
+        >> beam.ParDo(
+            RemoveSnapshot(folder),
+            beam.pvalue.AsSingleton(snapshot.path),
+            beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
+        )
     )
+    return SampledBatches(batches, bad, rejected)
 
 
 def _temp_folder(root) -> str:

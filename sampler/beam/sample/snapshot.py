@@ -186,7 +186,7 @@ class RemoveSnapshot(beam.DoFn):
     def __init__(self, folder: str):
         self._folder = folder
 
-    def process(self, _, _sampled: int, snapshot: str | None = None):
+    def process(self, _, snapshot: str | None, _sampled: int):
         if snapshot is not None:  # a remote snapshot's copy on this machine
             graph_store.remove_machine_copy(snapshot)
         if not files.has_scheme(self._folder):
