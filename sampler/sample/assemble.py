@@ -89,9 +89,9 @@ def chunks_of(seeds: Seeds, node_rows, edge_rows, kept: np.ndarray, chunk_size: 
     for start in range(0, len(kept), chunk_size):
         part = kept[start : start + chunk_size]
         chunk_nodes = {}
-        for name, (rows, bounds) in node_rows.items():
+        for name, (table, row, bounds) in node_rows.items():
             index, part_bounds = _sample_ranges(bounds, part)
-            chunk_nodes[name] = NodeRowsOfChunk(rows, index, part_bounds)
+            chunk_nodes[name] = NodeRowsOfChunk(table, row[index], part_bounds)
         chunk_edges = {}
         for name, (adj, features, bounds) in edge_rows.items():
             index, part_bounds = _sample_ranges(bounds, part)
@@ -119,10 +119,23 @@ class Assembled(typing.NamedTuple):
 
     order: np.ndarray  # the input seeds' positions, in sample id order
     seeds: Seeds  # in sample id order
-    node_rows: dict  # node set -> (NodeBatch, bounds)
+    node_rows: dict  # node set -> (NodeBatch, row index into it, bounds)
     edge_rows: dict  # edge set -> ((2, n) local indices, features, bounds)
     has_seed: np.ndarray  # bool per sample
     index: dict  # node set -> _LocalIndex: (sample, fp) -> position in the sample's node set
+
+
+def _rows_table(parts: list, features) -> tuple[NodeBatch, np.ndarray]:
+    """The node rows of a bucket's pieces as (table, row): row i of the pieces, in order, is
+    table[row[i]]. A piece with an `inverse` (sampler.beam.sample.sharded.SharedNodeRows)
+    holds each node's row once; the rows are gathered only when a chunk is encoded."""
+    table = NodeBatch.concat([p.rows for p in parts], features)
+    rows, start = [], 0
+    for p in parts:
+        inverse = getattr(p, "inverse", None)
+        rows.append(np.arange(len(p.rows)) + start if inverse is None else inverse + start)
+        start += len(p.rows)
+    return table, np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64)
 
 
 def assembled(
@@ -154,28 +167,29 @@ def assembled(
     has_seed = np.zeros(n_samples, dtype=bool)
     for name, info in graph.node_sets.items():
         parts = nodes.get(name, [])
-        rows = NodeBatch.concat([p.rows for p in parts], info.features)
+        table, row = _rows_table(parts, info.features)  # row i of the pieces: table[row[i]]
         s, ok = sample_index(
             np.concatenate([p.sample for p in parts]) if parts else np.zeros(0, np.uint64)
         )
-        rows, s = rows.take(np.flatnonzero(ok)), s[ok]
+        row, s = row[ok], s[ok]
+        fp = table.fp[row]
         is_seed = np.zeros(len(s), dtype=bool)
         if name in seed_nodes:
-            is_seed = rows.fp == seed_nodes[name][s]
+            is_seed = fp == seed_nodes[name][s]
             if name == first_set:
                 has_seed[s[is_seed]] = True
-        order = np.argsort(rows.fp, kind="stable")
+        order = np.argsort(fp, kind="stable")
         order = order[stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
-        rows, s = rows.take(order), s[order]
+        row, s, fp = row[order], s[order], fp[order]
         bounds = group_bounds(s, n_samples)
         local = np.arange(len(s)) - bounds[s]
-        universe = sorted_unique(rows.fp)
-        comp = (s.astype(np.uint64) << np.uint64(32)) | np.searchsorted(universe, rows.fp).astype(
+        universe = sorted_unique(fp)
+        comp = (s.astype(np.uint64) << np.uint64(32)) | np.searchsorted(universe, fp).astype(
             np.uint64
         )
         corder = np.argsort(comp)
         index[name] = _LocalIndex(universe, comp[corder], local[corder])
-        node_rows[name] = (rows, bounds)
+        node_rows[name] = (table, row, bounds)
     counters["seeds_not_in_node_set"] += int((~has_seed).sum())
 
     edge_rows: dict[str, tuple[np.ndarray, dict, np.ndarray]] = {}
@@ -190,7 +204,7 @@ def assembled(
         s, src, dst = (np.ascontiguousarray(a[keep], np.int64) for a in (s, src, dst))
         # by (sample, source, target, edge key), each (sample, edge key) once
         chosen, bounds = kernels("sampler.sample.assemble_jit").unique_edges(
-            s, src, dst, np.ascontiguousarray(batch.edge_key[keep]), node_rows[info.source][1]
+            s, src, dst, np.ascontiguousarray(batch.edge_key[keep]), node_rows[info.source][2]
         )
         src, dst, keep = src[chosen], dst[chosen], keep[chosen]
         features = {f: col[keep] for f, col in batch.features.items()}

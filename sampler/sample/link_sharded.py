@@ -346,6 +346,7 @@ def assemble_link_chunks(
         edge_rows[name] = (np.stack([local, np.zeros(n, np.int64)]), {}, one_each)
     node_rows[link.READOUT] = (
         NodeBatch(examples.sample, examples.sample_id, {link.LABEL: examples.label}),
+        all_samples,
         one_each,
     )
     kept = np.flatnonzero(out.has_seed)

@@ -8,7 +8,7 @@ memory bound and cost"):
 - a fixed part, SHARDED_BASE_GB: Python, Beam, numpy and pyarrow, the data plane's buffers
   (bounded by `pipelines.runtime.worker_buffers`), the reading of one table file's batches;
 - one node shard's adjacency or rows at a time: RSS_PER_TABLE_BYTE x the tables / --num_shards;
-- one bucket's pieces in the assembly (packed, unpacked, expanded, assembled, encoded): about
+- one bucket's pieces in the assembly (read, unpacked, assembled, gathered, encoded): about
   BUCKET_BYTES_PER_RECORD_BYTE x the records of a bucket, seeds x record bytes / --num_buckets.
 
 Link seeds (sampler.beam.sample.sharded_links) use the same terms with seeds x (1 +

@@ -54,7 +54,8 @@ class SamplingOptions:
     negatives_per_seed: int = 0  # link prediction: label-0 examples per seed edge
     keep_seed_edges: bool = False  # link prediction: keep the seed edge in its subgraph (leaks)
     # `worker`: where the workers put the table parts and the graph snapshot (local or remote);
-    # default: the pipeline's --temp_location, else the local temp folder. Removed after the run.
+    # `sharded`: the node rows and edges on their way to the assembly (ToBuckets); default:
+    # the pipeline's --temp_location, else the local temp folder. Removed after the run.
     temp_dir: str | None = None
     # `worker`: threads of each SDK worker process that sample and encode chunks side by side
     # (0: one per core of the process). Dataflow runs one SDK process per vCPU: keep 1 there.
@@ -124,6 +125,9 @@ def sample_graph_tensors(
         seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
         kernel = NodeSeedSampling()
     common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
+    folder = None  # `sharded`: where node rows and edges wait for the assembly
+    if options.placement == "sharded":
+        folder = options.temp_dir or _temp_folder(root)
     if options.placement == "worker":
         sample = SampleOnWorkers(
             graph, plan, **common, kernel=kernel, threads=options.sampling_threads
@@ -140,11 +144,25 @@ def sample_graph_tensors(
             num_shards=options.num_shards,
             negatives=options.negatives_per_seed,
             keep_seed_edges=options.keep_seed_edges,
+            folder=folder,
         )
     else:
-        sample = SampleSubgraphs(graph, plan, **common, num_shards=options.num_shards)
+        sample = SampleSubgraphs(
+            graph, plan, **common, num_shards=options.num_shards, folder=folder
+        )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
+    if folder is not None:  # the pieces' folder goes once every batch is made (no snapshot)
+        _ = (
+            root
+            | "AfterSampling" >> beam.Create([None])
+            | "RemovePieces"
+            >> beam.ParDo(
+                RemoveSnapshot(folder),
+                None,
+                beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
+            )
+        )
     return SampledBatches(batches, bad, rejected)
 
 

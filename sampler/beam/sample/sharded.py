@@ -8,7 +8,8 @@ The plan, stage by stage:
                -> SampledEdges           chosen edges, and their targets as the next frontier
   Nodes/<set>  (shard, SampleNodes)      joined with (shard, NodeTable) -> node rows
   Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
-  Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example])
+  Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example]); the
+                                         node rows and edges wait in files (ToBuckets)
 
 Composite transforms take NamedTuples of PCollections (SamplingInputs, OpInputs, NodeRequests,
 InducedInputs), never positional tuples.
@@ -27,6 +28,7 @@ from apache_beam.metrics import Metrics
 from sampler import shards
 from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
 from sampler.beam.packing import packed, unpacked
+from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
 from sampler.sample import temporal
 from sampler.sample.assemble import assemble_chunks, lookup_rows
@@ -112,16 +114,18 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
             yield bucket, chunk_index, records
 
 
-def bucket_parts(pieces, first_kind: str) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked and counted as received (check_shuffle): the pieces
-    of `first_kind` (the seeds or link examples), and node set -> node rows (expanded), edge
-    set -> sampled edges."""
+def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dict, dict]:
+    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and
+    counted as received (check_shuffle): the pieces of `first_kind` (the seeds or link
+    examples), and node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
     received = collections.Counter()
-    for kind, name, piece in map(unpacked, pieces):
+    pieces = [unpacked(p) for p in pieces]
+    where = [i for i, (_, _, piece) in enumerate(pieces) if isinstance(piece, PieceRange)]
+    for i, data in read_pieces(folder, [pieces[i][2] for i in where]):
+        pieces[where[i]] = (*pieces[where[i]][:2], unpacked(data))
+    for kind, name, piece in pieces:
         received[kind] += len(piece.sample)
-        if kind == NODES:
-            piece = piece.expanded()
         {first_kind: firsts, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
     count_received(received)
     return firsts, nodes, edges
@@ -134,13 +138,16 @@ def _one(values, what: str):
     return values[0] if values else None
 
 
-class _SplitSampleNodes(beam.DoFn):
-    """SampleNodes -> (shard of node, SampleNodes)."""
+class SplitSampleNodes(beam.DoFn):
+    """SampleNodes -> (shard of node, SampleNodes), each (sample, node) once: an op's targets
+    repeat a node for every edge of a sample that reaches it (a field of study from most of a
+    sample's papers), and every step that receives them (an op, a lookup) takes each once."""
 
     def __init__(self, num_shards: int):
         self._num_shards = num_shards
 
     def process(self, batch: SampleNodes):
+        batch = batch.unique()
         for shard, index in shards.by_shard(batch.node, self._num_shards):
             yield shard, batch.take(index)
 
@@ -165,20 +172,28 @@ def count_received(received: collections.Counter) -> None:
 
 @beam.typehints.with_output_types(tuple[int, bytes])
 class ToBuckets(beam.DoFn):
-    """A per-sample piece -> (bucket, packed (kind, set name, piece)) by sample key."""
+    """A per-sample piece -> (bucket, packed (kind, set name, piece)) by sample key. With a
+    `folder`, the bucket parts go into one file there and the piece sent is its PieceRange
+    (sampler.io.piece_files): the shuffle carries where the rows are, not the rows."""
 
-    def __init__(self, kind: str, name: str, num_buckets: int):
+    def __init__(self, kind: str, name: str, num_buckets: int, folder: str | None = None):
         self._kind = kind
         self._name = name
         self._num_buckets = num_buckets
+        self._folder = folder
         self._sent = Metrics.counter(NAMESPACE, f"{SHUFFLE_SENT}/{kind}")
 
     def process(self, piece):
         self._sent.inc(len(piece.sample))
-        for bucket, index in shards.by_bucket(piece.sample, self._num_buckets):
-            part = piece.take(index)
-            if self._kind == NODES:
-                part = SharedNodeRows.of(part)
+        parts = (
+            (bucket, piece.take(index))
+            for bucket, index in shards.by_bucket(piece.sample, self._num_buckets)
+        )
+        if self._kind == NODES:
+            parts = ((bucket, SharedNodeRows.of(part)) for bucket, part in parts)
+        if self._folder is not None:
+            parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
+        for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
 
 
@@ -196,9 +211,6 @@ class SharedNodeRows:
     def of(cls, piece: SampleNodeRows) -> SharedNodeRows:
         _, first, inverse = np.unique(piece.rows.fp, return_index=True, return_inverse=True)
         return cls(piece.sample, inverse.astype(np.int64), piece.rows.take(first))
-
-    def expanded(self) -> SampleNodeRows:
-        return SampleNodeRows(self.sample, self.rows.take(self.inverse))
 
 
 class _SeedTimes(beam.DoFn):
@@ -323,15 +335,17 @@ class InducedEdges(beam.PTransform):
 class AssembleExamples(beam.PTransform):
     """(bucket, pieces) -> (bucket, chunk, [serialized GraphTensor tf.Example]) batches."""
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None = None):
         super().__init__()
         self._graph = graph
         self._plan = plan
+        self._folder = folder  # of the pieces that ToBuckets put in files
 
     class _Assemble(beam.DoFn):
-        def __init__(self, graph: GraphInfo, plan: SamplingPlan):
+        def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None):
             self._graph = graph
             self._plan = plan
+            self._folder = folder
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
@@ -343,7 +357,7 @@ class AssembleExamples(beam.PTransform):
 
         def process(self, bucket_pieces):
             bucket, pieces = bucket_pieces
-            seeds, nodes, edges = bucket_parts(pieces, SEEDS)
+            seeds, nodes, edges = bucket_parts(pieces, SEEDS, self._folder)
             seeds = Seeds.concat(seeds)
             self._bucket_samples.update(len(seeds))
             counters = collections.Counter()
@@ -362,7 +376,7 @@ class AssembleExamples(beam.PTransform):
             pieces
             | "Flatten" >> beam.Flatten()
             | "Group" >> beam.GroupByKey()
-            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan))
+            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan, self._folder))
         )
 
 
@@ -378,6 +392,7 @@ class SampleSubgraphs(beam.PTransform):
         randomness: Randomness,
         num_shards: int,
         num_buckets: int,
+        folder: str | None = None,
     ):
         super().__init__()
         self._graph = graph
@@ -385,10 +400,11 @@ class SampleSubgraphs(beam.PTransform):
         self._randomness = randomness
         self._num_shards = num_shards
         self._num_buckets = num_buckets
+        self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
 
     def expand(self, inputs: SamplingInputs):
         seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
-        graph, plan, buckets = self._graph, self._plan, self._num_buckets
+        graph, plan, buckets, folder = self._graph, self._plan, self._num_buckets, self._folder
         if plan.seed_time is None:
             seed_nodes = seeds | "SeedNodes" >> beam.MapTuple(
                 lambda s, b: (s, SampleNodes(b.sample, b.node))
@@ -409,7 +425,7 @@ class SampleSubgraphs(beam.PTransform):
             produced[op.name] = (
                 edges
                 | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst, e.time))
-                | f"TargetsByShard/{op.name}" >> beam.ParDo(_SplitSampleNodes(self._num_shards))
+                | f"TargetsByShard/{op.name}" >> beam.ParDo(SplitSampleNodes(self._num_shards))
             )
         pieces = [
             seeds
@@ -425,16 +441,19 @@ class SampleSubgraphs(beam.PTransform):
                 tuple(requests) | f"Requests/{name}" >> beam.Flatten(), tables[name]
             ) | f"Nodes/{name}" >> LookupNodes(name)
             pieces.append(
-                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
+                rows[name]
+                | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, folder))
             )
-        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
-        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan)
+        shards_ = self._num_shards
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
+        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan, folder)
 
 
-def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards: int, buckets: int) -> list:
-    """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets; with
-    node aggregation, instead every edge induced among the nodes found (`rows`: node set ->
-    its looked-up rows). Applied inside a composite's expand (its labels are the caller's)."""
+def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, folder) -> list:
+    """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets (by
+    files in `folder` unless None: ToBuckets); with node aggregation, instead every edge
+    induced among the nodes found (`rows`: node set -> its looked-up rows). Applied inside a
+    composite's expand (its labels are the caller's)."""
     if plan.aggregation == NODE:
         sampled = {}
         for name, info in graph.edge_sets.items():
@@ -443,12 +462,12 @@ def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards: int, buckets:
             present = (
                 rows[info.source]
                 | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
-                | f"PresentByShard/{name}" >> beam.ParDo(_SplitSampleNodes(num_shards))
+                | f"PresentByShard/{name}" >> beam.ParDo(SplitSampleNodes(num_shards))
             )
             induced = InducedInputs(present, adjacency[name])
             sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
     return [
-        edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets))
+        edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets, folder))
         for name, parts in sampled.items()
         for i, edges in enumerate(parts)
     ]

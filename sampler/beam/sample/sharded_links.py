@@ -273,10 +273,11 @@ class _SampleLinkOp(beam.DoFn):
 class _AssembleLinks(beam.DoFn):
     """(bucket, pieces) -> (bucket, chunk, [serialized tf.Example]) of link examples."""
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan, keep_seed_edges: bool):
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, keep_seed_edges: bool, folder):
         self._graph = graph
         self._plan = plan
         self._keep = keep_seed_edges
+        self._folder = folder  # of the pieces that ToBuckets put in files
         self._specs = None
         self._sizes = SizeCounters()
 
@@ -286,7 +287,7 @@ class _AssembleLinks(beam.DoFn):
 
     def process(self, bucket_pieces):
         bucket, pieces = bucket_pieces
-        examples, nodes, edges = bucket_parts(pieces, LINKS)
+        examples, nodes, edges = bucket_parts(pieces, LINKS, self._folder)
         counters = collections.Counter()
         chunks = link_sharded.assemble_link_chunks(
             self._graph,
@@ -317,8 +318,10 @@ class SampleLinkSubgraphs(beam.PTransform):
         num_buckets: int,
         negatives: int = 0,
         keep_seed_edges: bool = False,
+        folder: str | None = None,
     ):
         super().__init__()
+        self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
         self._graph = graph
         self._plan = plan
         self._randomness = randomness
@@ -439,12 +442,14 @@ class SampleLinkSubgraphs(beam.PTransform):
             )
             rows[name] = NodeRequests(nodes, tables[name]) | f"Nodes/{name}" >> LookupNodes(name)
             pieces.append(
-                rows[name] | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets))
+                rows[name]
+                | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, self._folder))
             )
-        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, self._num_shards, buckets)
+        shards_, folder = self._num_shards, self._folder
+        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
         return (
             tuple(pieces)
             | "Flatten" >> beam.Flatten()
             | "Group" >> beam.GroupByKey()
-            | "Encode" >> beam.ParDo(_AssembleLinks(graph, plan, self._keep))
+            | "Encode" >> beam.ParDo(_AssembleLinks(graph, plan, self._keep, folder))
         )

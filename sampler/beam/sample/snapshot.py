@@ -179,13 +179,14 @@ class _SeedTables(beam.DoFn):
 
 class RemoveSnapshot(beam.DoFn):
     """Once the sampling is done (its count is a side input): removes the folder of the parts
-    and snapshots (every attempt's)."""
+    and snapshots (every attempt's), or the `sharded` placement's pieces (no snapshot)."""
 
     def __init__(self, folder: str):
         self._folder = folder
 
-    def process(self, _, snapshot: str, _sampled: int):
-        graph_store.remove_machine_copy(snapshot)  # a remote snapshot's copy on this machine
+    def process(self, _, snapshot: str | None, _sampled: int):
+        if snapshot is not None:  # a remote snapshot's copy on this machine
+            graph_store.remove_machine_copy(snapshot)
         if not files.has_scheme(self._folder):
             shutil.rmtree(self._folder, ignore_errors=True)
         elif FileSystems.exists(self._folder.rstrip("/") + "/"):
