@@ -128,11 +128,7 @@ def sample_graph_tensors(
     folder = None  # `sharded`: where node rows and edges wait for the assembly
     if options.placement == "sharded":
         folder = options.temp_dir or _temp_folder(root)
-    if options.placement == "worker":
-        sample = SampleOnWorkers(
-            graph, plan, **common, kernel=kernel, threads=options.sampling_threads
-        )
-    elif options.placement == "topology":
+    if options.placement == "topology":
         sample = SampleTopologyOnWorkers(
             graph, plan, **common, num_shards=options.num_shards, kernel=kernel
         )

@@ -68,14 +68,14 @@ class _MappedGraph(typing.NamedTuple):
 
 
 class SampleOnWorkers(beam.PTransform):
-    """(shard, Seeds) + tables + adjacency -> (bucket, chunk, [serialized tf.Example]), sample-major
-    (RecordBatch), or with `parts` (a snapshot's inputs only) the parts written
-    (sampler.beam.sample.write.ShardParts).
+    """SnapshotInputs -> (bucket, chunk, [serialized tf.Example]), sample-major (RecordBatch),
+    or with `parts` the parts written (sampler.beam.sample.write.ShardParts).
 
-    For graphs that fit one worker's memory: every worker process holds the whole
-    graph (the sharded tables and adjacency as side inputs, merged once per process
-    and shared across bundles), and samples a bucket of seeds completely, with the
-    same kernels as the in-memory sampler. Nothing per sample is shuffled.
+    For graphs that fit one worker's memory: every worker process maps the graph snapshot
+    (once per machine, sampler.beam.sample.snapshot) and samples a bucket of seeds
+    completely, with the same kernels as the in-memory sampler. Nothing per sample is
+    shuffled. (The `topology` placement's DoFn, a subclass of _SampleBucket, merges its
+    graph from side inputs instead: `sample_buckets`.)
 
     `kernel` says what a seed is: `NodeSeedSampling()` (default; seeds are (shard, Seeds)) or
     `sampler.sample.link.LinkSampling` (seeds are (shard, LinkSeeds) of a link seed op).
@@ -242,7 +242,7 @@ class SampleOnWorkers(beam.PTransform):
                 Metrics.counter(NAMESPACE, counter).inc(count)
             return []
 
-    def expand(self, inputs: SamplingInputs):
+    def expand(self, inputs: SnapshotInputs):
         handle, tag = shared.Shared(), uuid.uuid4().hex
         fn = self._SampleBucket(
             self._graph,
@@ -255,17 +255,13 @@ class SampleOnWorkers(beam.PTransform):
             self._threads,
             self._parts,
         )
-        if isinstance(inputs, SnapshotInputs):
-            shards = 0 if self._parts is None else self._parts.num_shards
-            groups = bucketed(inputs.seeds, self._num_buckets, shards)
-            sample = beam.ParDo(fn, beam.pvalue.AsSingleton(inputs.snapshot))
-            sample = sample.with_output_types(RecordBatch)
-            if self._parts is not None:
-                sample = sample.with_output_types(tuple[int, tuple[int, int, str]])
-            return groups | "SampleBuckets" >> sample
+        shards = 0 if self._parts is None else self._parts.num_shards
+        groups = bucketed(inputs.seeds, self._num_buckets, shards)
+        sample = beam.ParDo(fn, beam.pvalue.AsSingleton(inputs.snapshot))
+        sample = sample.with_output_types(RecordBatch)
         if self._parts is not None:
-            raise ValueError("parts: the snapshot's inputs only (SnapshotInputs)")
-        return sample_buckets(self._graph, inputs, fn, self._num_buckets, handle, tag)
+            sample = sample.with_output_types(tuple[int, tuple[int, int, str]])
+        return groups | "SampleBuckets" >> sample
 
 
 def _strip(table, keep: tuple[str, ...] = ()):
