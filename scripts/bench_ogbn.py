@@ -89,11 +89,11 @@ def seed_file(graph: str, count: int, every: int, first: int = 0) -> str:
 
 
 def command(python: str, graph: str, out_dir: str, seeds: str | None, placement: str,
-            workers: int) -> list[str]:  # fmt: skip
+            workers: int, shards: int = 8) -> list[str]:  # fmt: skip
     cmd = [python, "-m", "pipelines.sample",
            "--graph_schema", os.path.join(graph, "graph_schema.pbtxt"),
            "--sampling_spec", os.path.join(graph, "sampling_spec.pbtxt"),
-           "--output_samples", os.path.join(out_dir, "samples@8"), "--progress_interval", "0"]  # fmt: skip
+           "--output_samples", os.path.join(out_dir, f"samples@{shards}"), "--progress_interval", "0"]  # fmt: skip
     cmd += ["--input_seeds", seeds] if seeds else []
     if placement == "inmemory":
         return cmd + ["--runner", "InMemory"]
@@ -312,6 +312,7 @@ def run_one(args, name: str, checkout: str, graph: str) -> dict:
                          f"{need / 1e9:.0f} GB (use --slices)")  # fmt: skip
     record = {"run": name, "checkout": os.path.abspath(checkout), "seeds": seeds,
               "slices": len(slices), "workers": args.workers if placement == "worker" else 0,
+              "shards": args.shards,
               "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
               "date": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
     parts = []
@@ -319,7 +320,8 @@ def run_one(args, name: str, checkout: str, graph: str) -> dict:
         out_dir = os.path.join(args.work_dir, "out", f"{name}-{_short(checkout)}-{i}")
         shutil.rmtree(out_dir, ignore_errors=True)
         os.makedirs(out_dir)
-        cmd = command(python_of(checkout), graph, out_dir, seeds_path, placement, args.workers)
+        cmd = command(python_of(checkout), graph, out_dir, seeds_path, placement, args.workers,
+                      args.shards)  # fmt: skip
         measured = measure(cmd, checkout, environment(checkout), out_dir + ".log", args.timeout)
         files = outputs(out_dir)
         measured["out_mb"] = round(sum(os.path.getsize(f) for f in files) / 1e6, 1)
@@ -434,6 +436,8 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=14, help="seeds: every N-th paper")
     parser.add_argument("--workers", type=int, default=2, help="SDK worker processes")
     parser.add_argument("--slices", type=int, default=1, help="all_*: seeds in this many runs")
+    parser.add_argument("--shards", type=int, default=8,
+                        help="output shards (>= the 32 buckets: `worker` renames, not copies)")  # fmt: skip
     parser.add_argument("--checkout", action="append", help="a source tree to run (repeatable)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--digest", action="store_true", help="SHA-256 of each run's records")

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("size, samples, failing, placement", [
     ("64k", "s", ".temp-samples-", "worker"),
     ("4500k", "s@2", "s-0000", "topology"),
+    ("4500k", "s@2", "s-0000", "worker"),  # 32 buckets in 2 shards: a part a bucket, copied
 ])  # fmt: skip
 def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failing, placement):
     proc, disk = _sample_on_tmpfs(tmp_path, size, samples, placement)
@@ -32,9 +33,10 @@ def test_sample_stage_on_a_full_disk_is_one_line(tmp_path, size, samples, failin
 
 
 def test_the_worker_placement_needs_the_disk_of_its_output_once(tmp_path):
-    """Each shard's records are written once, as one part that becomes the shard by a rename:
-    the 3.5 MiB output fits 4500 KiB, where a copy of the parts into the shards does not."""
-    proc, disk = _sample_on_tmpfs(tmp_path, "4500k", "s@2", "worker")
+    """With as many buckets as shards, each shard's records are written once, as one part
+    that becomes the shard by a rename: the 3.5 MiB output fits 4500 KiB, where a copy of the
+    parts into the shards does not (the case above, and `worker` with 32 buckets)."""
+    proc, disk = _sample_on_tmpfs(tmp_path, "4500k", "s@2", "worker --num_buckets 2")
     lines = proc.stdout.strip().splitlines()
     assert "rc=0" in lines, proc.stdout[-2000:] + proc.stderr[-3000:]
     sizes = dict(line.split()[::-1] for line in lines[lines.index("rc=0") + 1 :] if " " in line)

@@ -78,3 +78,17 @@ def test_beam_placements_write_the_in_memory_runners_files(graph, case, placemen
     got = _shards(graph, f"{case}-{placement}", spec, PLACEMENTS[placement], extra)
     for (name, want), (_, have) in zip(expected, got, strict=True):
         assert have == want, f"{placement}'s {name} differs from --runner InMemory's"
+
+
+def test_worker_shards_of_one_bucket_each_are_the_in_memory_runners_files(graph):
+    """As many shards as buckets (32, the default): each bucket's part becomes its shard by a
+    rename, the files --runner InMemory writes."""
+    root, schema, specs = graph
+    files = {}
+    for name, flags in (("mem", ["--runner", "InMemory"]), ("worker", PLACEMENTS["worker"])):
+        out = root / f"node-{name}-32"
+        argv = ["--graph_schema", schema, "--sampling_spec", specs["node"], "--seed", "5"]
+        assert sample_cli.main([*argv, "--output_samples", f"{out}/samples@32", *flags]) == 0
+        files[name] = [(f.name, f.read_bytes()) for f in sorted(out.glob("samples-*"))]
+    assert len(files["mem"]) == 32 and sum(1 for _, b in files["mem"] if b) > 16
+    assert files["worker"] == files["mem"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import itertools
 import typing
 import uuid
 
@@ -120,6 +119,7 @@ class SampleOnWorkers(beam.PTransform):
             kernel=None,
             threads: int = 1,
             parts=None,
+            num_buckets: int = 0,
         ):
             self._graph = graph
             self._plan = plan
@@ -130,6 +130,7 @@ class SampleOnWorkers(beam.PTransform):
             self._kernel = kernel or NodeSeedSampling()
             self._threads = threads
             self._parts = parts
+            self._num_buckets = num_buckets
             self._specs = None
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
@@ -140,19 +141,14 @@ class SampleOnWorkers(beam.PTransform):
         def process(self, bucket_parts, *side):
             """(bucket, chunk index, records) of each chunk of the bucket's seeds, sampled and
             encoded on `threads` threads (sampler.sample.chunk_stream), in chunk order; with
-            `parts` (ShardParts), the element is (shard, [(bucket, seed piece)]) and the
-            shard's records, bucket by bucket, go to one part: (shard, (bucket, chunk, path))."""
+            `parts` (ShardParts), the bucket's records go to one part instead:
+            (shard, (bucket, 0, path))."""
             if self._parts is None:
                 yield from self._sampled([bucket_parts], side)
                 return
-            shard, pieces = bucket_parts
-            pieces = sorted(pieces, key=lambda piece: piece[0])
-            buckets = [
-                (bucket, [piece for _, piece in group])
-                for bucket, group in itertools.groupby(pieces, key=lambda piece: piece[0])
-            ]
-            chunks = (records for _, _, records in self._sampled(buckets, side))
-            yield self._parts.write(shard, (buckets[0][0], 0), chunks)
+            chunks = (records for _, _, records in self._sampled([bucket_parts], side))
+            alone = self._parts.num_shards >= self._num_buckets  # its shard's only bucket
+            yield self._parts.write(bucket_parts[0], chunks, alone)
 
         def _sampled(self, buckets, side):
             """(bucket, chunk index, records) of each chunk of `buckets`' seeds, in order."""
@@ -254,9 +250,9 @@ class SampleOnWorkers(beam.PTransform):
             self._kernel,
             self._threads,
             self._parts,
+            self._num_buckets,
         )
-        shards = 0 if self._parts is None else self._parts.num_shards
-        groups = bucketed(inputs.seeds, self._num_buckets, shards)
+        groups = bucketed(inputs.seeds, self._num_buckets)
         sample = beam.ParDo(fn, beam.pvalue.AsSingleton(inputs.snapshot))
         sample = sample.with_output_types(RecordBatch)
         if self._parts is not None:
@@ -306,14 +302,11 @@ def sample_buckets(
     )
 
 
-def bucketed(seeds, num_buckets: int, num_output_shards: int = 0):
-    """(shard, Seeds) -> (bucket, [packed seed pieces]); with `num_output_shards`, grouped by
-    output shard instead: (shard, [(bucket, packed seed piece)]), shard i holding buckets i,
-    i + N, i + 2N, ... (WriteRecordShards' layout)."""
-    pieces = seeds | "SeedValues" >> beam.Values()
-    pieces = pieces | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
-    if num_output_shards:
-        pieces = pieces | "ShardKeys" >> beam.Map(
-            lambda piece: (piece[0] % num_output_shards, piece)
-        )
-    return pieces | "Group" >> beam.GroupByKey()
+def bucketed(seeds, num_buckets: int):
+    """(shard, Seeds) -> (bucket, [packed seed pieces])."""
+    return (
+        seeds
+        | "SeedValues" >> beam.Values()
+        | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", num_buckets))
+        | "Group" >> beam.GroupByKey()
+    )

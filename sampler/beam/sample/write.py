@@ -68,9 +68,11 @@ def _write_part(path: str, records: list[bytes]) -> None:
 
 
 class ShardParts:
-    """Writes one output shard's records as one part, where they are sampled: a placement
-    that samples each shard's buckets in one step (in bucket order) hands WriteRecordShards
-    (`parts_given`) one part per shard, which it renames instead of copying."""
+    """Writes each bucket's records as one part, where they are sampled, for
+    WriteRecordShards (`parts_given`). Where there are at least as many output shards as
+    buckets, a bucket is its shard's only one: its part is streamed to the disk and becomes
+    the shard by a rename. Otherwise its part stays in the page cache, and each shard's parts
+    are concatenated."""
 
     def __init__(self, temp_dir: str, num_shards: int, on_records=None):
         if num_shards < 1:
@@ -79,32 +81,32 @@ class ShardParts:
         self.num_shards = num_shards
         self._on_records = on_records  # a module-level function of each chunk's record count
 
-    def write(self, shard: int, first: tuple[int, int], chunks) -> tuple[int, tuple]:
-        """(shard, (bucket, chunk, path)) of a new part holding the record lists `chunks` in
-        their order; (bucket, chunk) is the first one's, the part's place in its shard. A
-        local part streams to the disk (StreamingFile), as --runner InMemory's shards do."""
-        name = f"part-{first[0]:06d}-{first[1]:06d}-{uuid.uuid4().hex[:8]}"  # one per attempt
+    def write(self, bucket: int, chunks, alone: bool) -> tuple[int, tuple]:
+        """(shard, (bucket, 0, path)) of a new part holding the record lists `chunks` of
+        `bucket`, in their order; `alone`: the bucket is its shard's only one."""
+        name = f"part-{bucket:06d}-{uuid.uuid4().hex[:8]}"  # one per attempt
         path = FileSystems.join(self.temp_dir, name)
         records = Metrics.counter(NAMESPACE, "records_written")
         try:
-            if has_scheme(path):
-                with FileSystems.create(path) as f:
-                    for chunk in chunks:
-                        f.write(tfrecord.frame(chunk))
-                        records.inc(len(chunk))
-                        if self._on_records is not None:
-                            self._on_records(len(chunk))
+            remote = has_scheme(path)
+            if remote:
+                stream = FileSystems.create(path)
             else:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-                with StreamingFile(path) as f:
-                    for chunk in chunks:
+                # a whole shard to the disk as it goes; a part of one kept cached for the copy
+                stream = StreamingFile(path) if alone else open(path, "wb", 1 << 20)
+            with stream as f:
+                for chunk in chunks:
+                    if remote:  # one write a chunk: each write is a call into the client
+                        f.write(tfrecord.frame(chunk))
+                    else:
                         write_records(f, chunk)
-                        records.inc(len(chunk))
-                        if self._on_records is not None:
-                            self._on_records(len(chunk))
+                    records.inc(len(chunk))
+                    if self._on_records is not None:
+                        self._on_records(len(chunk))
         except OSError as e:
             raise write_error(path, e) from e
-        return shard, (*first, path)
+        return bucket % self.num_shards, (bucket, 0, path)
 
 
 @beam.typehints.with_output_types(str)
