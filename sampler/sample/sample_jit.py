@@ -264,6 +264,7 @@ def chunk_edges(
     lo,
     hi,
     picks,
+    picked,
     identity,
     part_bounds,
     n_samples,
@@ -283,7 +284,8 @@ def chunk_edges(
     (sample, edge key) once, edges whose target is not a member dropped.
 
     Frontier row f (sample fs[f], node row fr[f]) picked the adjacency positions
-    picks[lo[f]:hi[f]] (or lo[f]..hi[f] themselves when `identity`); the frontier rows are
+    picks[lo[f]:hi[f]], whose targets are picked[lo[f]:hi[f]] (or the positions lo[f]..hi[f]
+    themselves when `identity`, their targets read from `targets`); the frontier rows are
     the parts' rows one after the other (part p: part_bounds[p]..part_bounds[p + 1]), each
     part in sample order. The members of the source and target node sets are given as
     `unique_parts`' (bounds, rows) and `member_positions`' local positions, with the
@@ -337,15 +339,19 @@ def chunk_edges(
             while f < end and fs[f] == s:
                 ahead = f + _AHEAD
                 if ahead < end and lo[ahead] < hi[ahead]:  # a later row's first edge
-                    e = lo[ahead] if identity else picks[lo[ahead]]
-                    prefetch(targets, e)
-                    prefetch(edge_keys, e)
+                    if identity:
+                        prefetch(targets, lo[ahead])
+                        prefetch(edge_keys, lo[ahead])
+                    else:
+                        prefetch(edge_keys, picks[lo[ahead]])
                 r = fr[f]
                 sp = src_pos[r] if src_stamp[r] == s else 0
                 a = nb
                 for i in range(lo[f], hi[f]):
-                    e = i if identity else picks[i]
-                    t = targets[e]
+                    if identity:
+                        e, t = i, targets[i]
+                    else:
+                        e, t = picks[i], picked[i]
                     if dst_stamp[t] == s:
                         b_dst[nb] = dst_pos[t]
                         b_pos[nb] = e
@@ -433,6 +439,6 @@ def warm() -> None:
     local = np.zeros(2, np.int64)
     for identity in (False, True):
         chunk_edges(
-            *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
+            *(fs, fr, picks[:-1], picks[1:], pos, pos, identity, np.array([0, 2], np.int64), 2),
             *(bounds, rows, local, 2, bounds, rows, local, 2, targets, graph(keys)),
         )
