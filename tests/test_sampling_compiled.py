@@ -194,9 +194,11 @@ def test_streams_are_randomness_streams():
         np.testing.assert_array_equal(got, r.stream(op, keys[fs], fp[fr]))
 
 
-@pytest.mark.parametrize("n_rows", [3, 70, 5000])
+@pytest.mark.parametrize("n_rows", [3, 70, 128, 5000, 200_000])
 def test_unique_parts_is_numpy_unique(n_rows):
-    """Both ways (flags for a small node set, stamps and a sort for a large one)."""
+    """Both ways (bits for a small node set, stamps and a sort for a large one: 200,000 rows
+    have more words of 64 bits than 16 per row of any sample here), rows at every bit of a
+    word (128: the last bit of the last word)."""
     rng = np.random.default_rng(n_rows)
     n_samples = 30
     parts = []

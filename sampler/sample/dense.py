@@ -296,7 +296,7 @@ def edge_rows(adj: DenseAdjacency, parts: list, sources: Members, targets: Membe
         fs, fr = part.fs, part.fr
         lo = adj.starts[fr]
         hi = lo + adj.degrees[fr]
-        picks, identity = empty, True
+        picks, picked, identity = empty, empty, True
     elif parts:
         offsets = np.cumsum([0] + [len(p.pos) for p in parts])
         fs = np.concatenate([p.fs for p in parts])
@@ -304,12 +304,13 @@ def edge_rows(adj: DenseAdjacency, parts: list, sources: Members, targets: Membe
         lo = np.concatenate([p.bounds[:-1] + o for p, o in zip(parts, offsets, strict=False)])
         hi = np.concatenate([p.bounds[1:] + o for p, o in zip(parts, offsets, strict=False)])
         picks, identity = np.concatenate([p.pos for p in parts]), False
+        picked = _int64(np.concatenate([p.tr for p in parts]))
     else:
-        fs = fr = lo = hi = picks = empty
+        fs = fr = lo = hi = picks = picked = empty
         identity = False
     part_bounds = np.cumsum([0] + [len(p.fs) for p in parts]).astype(np.int64)
     edges, pos, bounds = _jit().chunk_edges(
-        *(fs, fr, lo, hi, picks, identity, part_bounds, len(sources.bounds) - 1),
+        *(fs, fr, lo, hi, picks, picked, identity, part_bounds, len(sources.bounds) - 1),
         *(sources.bounds, sources.row, sources.local, sources.n_rows),
         *(targets.bounds, targets.row, targets.local, targets.n_rows),
         *(read_only(adj.targets), read_only(adj.edge_keys)),

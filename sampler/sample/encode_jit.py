@@ -19,8 +19,12 @@ from numba import carray, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from sampler.jit import DISABLED, njit
+from sampler.jit import DISABLED, njit, prefetch
 
+# Gathered rows: the table memory of the row _AHEAD values on is asked for (`prefetch`) while
+# this one is copied, that of ragged values' offsets twice as far (the row's bytes need them).
+_AHEAD = 8
+_LINE = 64
 _SEVEN = np.uint64(7)
 _LOW = np.uint64(0x7F)
 _HIGH = np.uint64(0x80)
@@ -229,19 +233,30 @@ def _put_payload(out, pos, end, i, entry, arrays):
         _memcpy(out, pos, _uint8s(arrays, entry[DATA]), offsets[first], size)
         return pos + size
     rows = _int64s(arrays, entry[ROWS])
+    last = bounds[i + 1]
     if how == FIXED:
         data = _uint8s(arrays, entry[DATA])
-        for k in range(bounds[i], bounds[i + 1]):
+        for k in range(bounds[i], last):
+            if k + _AHEAD < last:
+                at = rows[k + _AHEAD] * unit
+                for line in range(at, at + unit, _LINE):
+                    prefetch(data, line)
             _memcpy(out, pos, data, rows[k] * unit, unit)
             pos += unit
     elif how == VARINT:
         values = _int64s(arrays, entry[DATA])
-        for k in range(bounds[i], bounds[i + 1]):
+        for k in range(bounds[i], last):
+            if k + _AHEAD < last:
+                prefetch(values, rows[k + _AHEAD] * unit)
             for j in range(rows[k] * unit, (rows[k] + 1) * unit):
                 pos = _put_index(out, pos, np.uint64(values[j]), end)
     else:
         data, offsets = _uint8s(arrays, entry[DATA]), _int64s(arrays, entry[AUX])
-        for k in range(bounds[i], bounds[i + 1]):
+        for k in range(bounds[i], last):
+            if k + 2 * _AHEAD < last:
+                prefetch(offsets, rows[k + 2 * _AHEAD])
+            if k + _AHEAD < last:
+                prefetch(data, offsets[rows[k + _AHEAD]])
             start, size = offsets[rows[k]], offsets[rows[k] + 1] - offsets[rows[k]]
             if size <= unit and pos + SLACK <= end:  # ids, mostly: one move, no loop or call
                 _memcpy(out, pos, data, start, SLACK)

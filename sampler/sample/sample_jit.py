@@ -17,7 +17,30 @@ from __future__ import annotations
 import numpy as np
 
 from sampler.ids_jit import draw, mix
-from sampler.jit import njit
+from sampler.jit import njit, prefetch
+
+# Prefetch distances, in frontier rows: a row's own arrays (degree, start, fingerprint) are
+# asked for _AHEAD rows on, its edges (which need its start) half as far.
+_AHEAD = 16
+
+
+def _bit_index_table() -> np.ndarray:
+    """_lowest_bit's table: the top 6 bits of (1 << i) * _DE_BRUIJN -> i."""
+    table = np.zeros(64, np.int64)
+    for i in range(64):
+        table[(((1 << i) * int(_DE_BRUIJN)) & (2**64 - 1)) >> 58] = i
+    return table
+
+
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BIT_INDEX = _bit_index_table()
+
+
+@njit
+def _lowest_bit(w):
+    """The index of the lowest set bit of a uint64 w != 0 (a de Bruijn multiplication)."""
+    low = w & (~w + np.uint64(1))
+    return _BIT_INDEX[np.int64((low * _DE_BRUIJN) >> np.uint64(58))]
 
 
 @njit
@@ -26,8 +49,8 @@ def unique_parts(bounds, rows, n_rows):
     sample: part p's rows of sample s are rows[bounds[p, s] : bounds[p, s + 1]]. Returns
     (bounds per sample, rows): the sorted distinct (sample, row) pairs, by sample.
 
-    Per sample: a flag per node row and a scan of the flagged blocks of 64 when the node set
-    is small next to the sample's rows, else stamps and a sort of the distinct rows."""
+    Per sample: a bit per node row and a scan of the words of 64 bits when the node set has
+    at most 16 words per row of the sample, else stamps and a sort of the distinct rows."""
     n_parts, n_samples = bounds.shape[0], bounds.shape[1] - 1
     total = 0
     for p in range(n_parts):
@@ -35,31 +58,33 @@ def unique_parts(bounds, rows, n_rows):
     out = np.empty(total, np.int64)
     out_bounds = np.empty(n_samples + 1, np.int64)
     n_rows = max(n_rows, 1)
-    seen = np.zeros(n_rows, np.bool_)
-    touched = np.zeros((n_rows >> 6) + 1, np.bool_)
-    stamp = np.full(n_rows, -1, np.int64)
+    words = (n_rows + 63) >> 6
+    bits = np.zeros(words, np.uint64)
+    stamp = np.empty(0, np.int64)  # allocated when a sample first needs it
+    one = np.uint64(1)
     o = 0
     for s in range(n_samples):
         out_bounds[s] = o
         count = 0
         for p in range(n_parts):
             count += bounds[p, s + 1] - bounds[p, s]
-        if n_rows <= 16 * count:
+        if words <= 16 * count:
             for p in range(n_parts):
                 for j in range(bounds[p, s], bounds[p, s + 1]):
                     r = rows[j]
-                    seen[r] = True
-                    touched[r >> 6] = True
-            for b in range(len(touched)):
-                if not touched[b]:
+                    bits[r >> 6] |= one << np.uint64(r & 63)
+            for b in range(words):
+                w = bits[b]
+                if w == 0:
                     continue
-                touched[b] = False
-                for r in range(b << 6, min((b + 1) << 6, n_rows)):
-                    if seen[r]:
-                        seen[r] = False
-                        out[o] = r
-                        o += 1
+                bits[b] = 0
+                while w != 0:
+                    out[o] = (b << 6) + _lowest_bit(w)
+                    o += 1
+                    w &= w - one
         else:
+            if len(stamp) == 0:
+                stamp = np.full(n_rows, -1, np.int64)
             for p in range(n_parts):
                 for j in range(bounds[p, s], bounds[p, s + 1]):
                     r = rows[j]
@@ -78,6 +103,8 @@ def live_frontier(bounds, rows, degrees):
     rows) whose row has out-edges, in (sample, row) order."""
     n = 0
     for j in range(len(rows)):
+        if j + _AHEAD < len(rows):
+            prefetch(degrees, rows[j + _AHEAD])
         if degrees[rows[j]] > 0:
             n += 1
     fs = np.empty(n, np.int64)
@@ -138,6 +165,9 @@ def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
     pick_bounds = np.empty(n + 1, np.int64)
     total = 0
     for f in range(n):
+        if f + _AHEAD < n:
+            prefetch(degrees, fr[f + _AHEAD])
+            prefetch(starts, fr[f + _AHEAD])
         pick_bounds[f] = total
         d = degrees[fr[f]]
         total += d if d <= k else k
@@ -147,6 +177,12 @@ def pick_uniform(fs, fr, starts, degrees, targets, sample_keys, fp, prefix, k):
     last = -1
     hs = np.uint64(0)
     for f in range(n):
+        if f + _AHEAD < n:
+            prefetch(degrees, fr[f + _AHEAD])
+            prefetch(starts, fr[f + _AHEAD])
+            prefetch(fp, fr[f + _AHEAD])
+        if f + _AHEAD // 2 < n:  # (its start was asked for _AHEAD // 2 rows ago)
+            prefetch(targets, starts[fr[f + _AHEAD // 2]])
         s = fs[f]
         r = fr[f]
         d = degrees[r]
@@ -228,6 +264,7 @@ def chunk_edges(
     lo,
     hi,
     picks,
+    picked,
     identity,
     part_bounds,
     n_samples,
@@ -247,7 +284,8 @@ def chunk_edges(
     (sample, edge key) once, edges whose target is not a member dropped.
 
     Frontier row f (sample fs[f], node row fr[f]) picked the adjacency positions
-    picks[lo[f]:hi[f]] (or lo[f]..hi[f] themselves when `identity`); the frontier rows are
+    picks[lo[f]:hi[f]], whose targets are picked[lo[f]:hi[f]] (or the positions lo[f]..hi[f]
+    themselves when `identity`, their targets read from `targets`); the frontier rows are
     the parts' rows one after the other (part p: part_bounds[p]..part_bounds[p + 1]), each
     part in sample order. The members of the source and target node sets are given as
     `unique_parts`' (bounds, rows) and `member_positions`' local positions, with the
@@ -299,12 +337,21 @@ def chunk_edges(
             f = cur[p]
             end = part_bounds[p + 1]
             while f < end and fs[f] == s:
+                ahead = f + _AHEAD
+                if ahead < end and lo[ahead] < hi[ahead]:  # a later row's first edge
+                    if identity:
+                        prefetch(targets, lo[ahead])
+                        prefetch(edge_keys, lo[ahead])
+                    else:
+                        prefetch(edge_keys, picks[lo[ahead]])
                 r = fr[f]
                 sp = src_pos[r] if src_stamp[r] == s else 0
                 a = nb
                 for i in range(lo[f], hi[f]):
-                    e = i if identity else picks[i]
-                    t = targets[e]
+                    if identity:
+                        e, t = i, targets[i]
+                    else:
+                        e, t = picks[i], picked[i]
                     if dst_stamp[t] == s:
                         b_dst[nb] = dst_pos[t]
                         b_pos[nb] = e
@@ -381,7 +428,7 @@ def warm() -> None:
 
     i64 = np.array([0, 1], np.int64)
     keys = np.array([1, 2], np.uint64)
-    for n_rows in (2, 1000):  # flags and stamps
+    for n_rows in (2, 1000):  # bits and stamps
         bounds, rows = unique_parts(np.array([[0, 1, 2]], np.int64), i64, n_rows)
     degrees, fp = graph(np.array([1, 1], np.int64)), graph(keys)
     fs, fr, _ = live_frontier(bounds, rows, degrees)
@@ -392,6 +439,6 @@ def warm() -> None:
     local = np.zeros(2, np.int64)
     for identity in (False, True):
         chunk_edges(
-            *(fs, fr, picks[:-1], picks[1:], pos, identity, np.array([0, 2], np.int64), 2),
+            *(fs, fr, picks[:-1], picks[1:], pos, pos, identity, np.array([0, 2], np.int64), 2),
             *(bounds, rows, local, 2, bounds, rows, local, 2, targets, graph(keys)),
         )
