@@ -9,6 +9,12 @@ shard (TFRecord files concatenate into a valid TFRecord file) and deletes them.
 Shard i holds the parts of buckets i, i + N, i + 2N, ... in (bucket, chunk)
 order, so the files are byte-identical on every run, runner and worker count
 for the same flags. A retried bundle rewrites the same part with the same bytes.
+
+The `worker` placement writes a part per bucket itself, where it samples (ShardParts,
+`parts_given`): a shard of one part (at least as many shards as buckets) is renamed, not
+copied, so its records are written once. A retried bucket writes a new part (its name is
+the attempt's); only the successful attempt's reaches the concatenation, and the run's
+temporary folder, removed after the run, holds the others.
 """
 
 from __future__ import annotations
