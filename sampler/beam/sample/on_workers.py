@@ -144,15 +144,17 @@ class SampleOnWorkers(beam.PTransform):
             `parts` (ShardParts), the bucket's records go to one part instead:
             (shard, (bucket, 0, path))."""
             if self._parts is None:
-                yield from self._sampled([bucket_parts], side)
+                yield from self._sampled(bucket_parts, side)
                 return
-            chunks = (records for _, _, records in self._sampled([bucket_parts], side))
+            chunks = (records for _, _, records in self._sampled(bucket_parts, side))
             alone = self._parts.num_shards >= self._num_buckets  # its shard's only bucket
             yield self._parts.write(bucket_parts[0], chunks, alone)
 
-        def _sampled(self, buckets, side):
-            """(bucket, chunk index, records) of each chunk of `buckets`' seeds, in order."""
+        def _sampled(self, bucket_parts, side):
+            """(bucket, chunk index, records) of each chunk of the bucket's seeds, in order."""
+            bucket, parts = bucket_parts
             memory = self.graph_on_worker(side).memory
+            seeds = self.received_seeds(self._kernel.seeds_type, parts)
             kernel, graph, plan, randomness = (
                 self._kernel,
                 self._graph,
@@ -163,23 +165,15 @@ class SampleOnWorkers(beam.PTransform):
             def sample(chunk, counters):
                 return kernel.sample_chunk(graph, plan, memory, chunk, randomness, counters)
 
-            def jobs():
-                for bucket, parts in buckets:
-                    seeds = self.received_seeds(kernel.seeds_type, parts)
-                    for chunk in kernel.seed_chunks(seeds, self._chunk_size):
-                        yield bucket, chunk
-
+            jobs = ((bucket, chunk) for chunk in kernel.seed_chunks(seeds, self._chunk_size))
             threads = self._threads or cpu_count()
             counters = collections.Counter()
-            done = encoded_chunks(jobs(), sample, self._specs, threads, SubgraphChunk.count_sizes)
-            index, last = 0, None
-            for chunk in done:
-                index = index + 1 if chunk.key == last else 0
-                last = chunk.key
+            done = encoded_chunks(jobs, sample, self._specs, threads, SubgraphChunk.count_sizes)
+            for index, chunk in enumerate(done):
                 counters.update(chunk.counters)
                 counters["subgraphs"] += chunk.subgraphs
                 if chunk.records:
-                    yield chunk.key, index, chunk.records
+                    yield bucket, index, chunk.records
             self._sizes.flush(counters)
 
         def graph_on_worker(self, side) -> _GraphOnWorker:
