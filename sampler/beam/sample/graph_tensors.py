@@ -98,7 +98,7 @@ def sample_graph_tensors(
 
     Applied directly by the CLI, so its stage names stay top-level, and inside
     SampleGraphTensors for library users. `parts` (the CLI's writer): the `worker` placement
-    samples each output shard's buckets in one step and writes them as one part there.
+    writes each bucket's records as one part where it samples them (ShardParts).
     """
     if options.placement == "worker":
         return _sample_on_workers(root, graph, plan, options, parts)
