@@ -149,16 +149,7 @@ def sample_graph_tensors(
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     if folder is not None:  # the pieces' folder goes once every batch is made (no snapshot)
-        _ = (
-            root
-            | "AfterSampling" >> beam.Create([None])
-            | "RemovePieces"
-            >> beam.ParDo(
-                RemoveSnapshot(folder),
-                None,
-                beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
-            )
-        )
+        _remove_after_sampling(root, "RemovePieces", folder, None, batches)
     return SampledBatches(batches, bad, rejected)
 
 
@@ -208,17 +199,21 @@ def _sample_on_workers(
     )
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SnapshotInputs(seeds, snapshot.path) | "Sample" >> sample
+    _remove_after_sampling(
+        root, "RemoveSnapshot", folder, beam.pvalue.AsSingleton(snapshot.path), batches
+    )
+    return SampledBatches(batches, bad, rejected, parts is not None)
+
+
+def _remove_after_sampling(root, label: str, folder: str, snapshot, batches) -> None:
+    """Removes the run's `folder` (RemoveSnapshot) once every batch is made (their count is a
+    side input); `snapshot`: the snapshot's path as a side input, or None."""
+    count = beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally())
     _ = (
         root
         | "AfterSampling" >> beam.Create([None])
-        | "RemoveSnapshot"
-        >> beam.ParDo(
-            RemoveSnapshot(folder),
-            beam.pvalue.AsSingleton(snapshot.path),
-            beam.pvalue.AsSingleton(batches | "Sampled" >> beam.combiners.Count.Globally()),
-        )
+        | label >> beam.ParDo(RemoveSnapshot(folder), snapshot, count)
     )
-    return SampledBatches(batches, bad, rejected, parts is not None)
 
 
 def _temp_folder(root) -> str:
