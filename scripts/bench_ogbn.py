@@ -264,8 +264,8 @@ def stage_wall(summary: dict) -> dict[str, float]:
 
 def beam_phase(label: str) -> str:
     """The phase of a Beam stage label (pipelines.reporting.resources.stage_label): the
-    `worker` placement's snapshot is read (ReadGraph/Spread + Read) and built (ReadGraph/Once)
-    under ReadGraph; Sample/... samples, encodes and writes the part files; Write/... joins
+    `worker` placement's snapshot is read and built in one step (ReadGraph/Once + Build, counted
+    as the build; the code before read its files apart: ReadGraph/Spread + Read); Sample/... samples, encodes and writes the part files; Write/... joins
     the parts into the shards."""
     if label.startswith("ReadGraph-Once"):
         return "build"

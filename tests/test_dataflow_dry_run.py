@@ -200,7 +200,7 @@ def test_sample_job_builds_on_dataflow_dry_run(mag, tmp_path, placement):
         expected |= {"ReadGraph/ReadNodes/paper", "ReadGraph/NodeTable/paper"}
         expected |= {f"Sample/Op/{op.name}" for op in plan.ops} | {"Sample/Assemble"}
     else:  # the tables read into one graph snapshot, mapped once per machine
-        expected |= {"ReadGraph/Read", "ReadGraph/Build", "ReadGraph/SeedTables"}
+        expected |= {"ReadGraph/Build", "ReadGraph/SeedTables"}
         expected |= {"Sample/Group", "Sample/SampleBuckets", "RemoveSnapshot"}
         assert not {n for n in names if n.startswith(("Sample/Op/", "ReadGraph/Adjacency"))}
     assert expected <= names, sorted(expected - names)
