@@ -51,8 +51,9 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PR_SET_CHILD_SUBREAPER = 36
 PAPERS = 736389
-GENERATE = ["--feature_dim", "128", "--format", "parquet", "--num_shards", "4", "--write_spec"]
-RECORD_KB = 162  # bytes of records per subgraph at this size (MAG spec), to size the disk
+GENERATE = ["--format", "parquet", "--num_shards", "4", "--write_spec"]
+FEATURE_DIM = 128
+RECORD_KB = 162  # bytes of records per subgraph at this size (MAG spec, 128-dim), to size the disk
 RUNS = ("build", "inmemory", "worker", "all_inmemory", "all_worker")
 STAGES = ("read", "build", "seeds", "sample", "encode", "write", "other")
 
@@ -67,13 +68,14 @@ def environment(checkout: str) -> dict:
                 PYTHONPATH=checkout)  # fmt: skip
 
 
-def make_graph(work_dir: str, papers: int = PAPERS) -> str:
+def make_graph(work_dir: str, papers: int = PAPERS, dim: int = FEATURE_DIM) -> str:
     graph = os.path.join(work_dir, "graph" if papers == PAPERS else f"graph{papers}")
+    graph += "" if dim == FEATURE_DIM else f"_d{dim}"
     if not os.path.exists(os.path.join(graph, "sampling_spec.pbtxt")):
         print(f"generating the graph in {graph} ...", flush=True)
         subprocess.run([python_of(ROOT), "-m", "pipelines.generate", "--num_papers", str(papers),
-                        *GENERATE, "--output_dir", graph], cwd=ROOT, env=environment(ROOT),
-                       check=True)  # fmt: skip
+                        "--feature_dim", str(dim), *GENERATE, "--output_dir", graph], cwd=ROOT,
+                       env=environment(ROOT), check=True)  # fmt: skip
     return graph
 
 
@@ -305,14 +307,16 @@ def run_one(args, name: str, checkout: str, graph: str) -> dict:
     else:
         slices = [seed_file(graph, args.seeds, args.every)]
     seeds = args.papers if name.startswith("all") else (10 if name == "build" else args.seeds)
-    need = seeds / len(slices) * RECORD_KB * 1e3 * 1.1
+    # a paper's 128-dim features are about 3/4 of its records' bytes
+    record_kb = RECORD_KB * (0.25 + 0.75 * args.feature_dim / FEATURE_DIM)
+    need = seeds / len(slices) * record_kb * 1e3 * 1.1
     free = shutil.disk_usage(args.work_dir).free
     if free < need:
         raise SystemExit(f"{name}: {free / 1e9:.0f} GB free in {args.work_dir}, a slice needs "
                          f"{need / 1e9:.0f} GB (use --slices)")  # fmt: skip
     record = {"run": name, "checkout": os.path.abspath(checkout), "seeds": seeds,
               "slices": len(slices), "workers": args.workers if placement == "worker" else 0,
-              "shards": args.shards,
+              "shards": args.shards, "feature_dim": args.feature_dim,
               "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
               "date": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
     parts = []
@@ -432,6 +436,8 @@ def main() -> None:
     parser.add_argument("--work_dir", default="/tmp/ogbn")
     parser.add_argument("--runs", default="build,inmemory,worker", help=",".join(RUNS))
     parser.add_argument("--papers", type=int, default=PAPERS, help="the graph's size")
+    parser.add_argument("--feature_dim", type=int, default=FEATURE_DIM,
+                        help="papers' features (fewer: all seeds' records fit a smaller disk)")  # fmt: skip
     parser.add_argument("--seeds", type=int, default=50000)
     parser.add_argument("--every", type=int, default=14, help="seeds: every N-th paper")
     parser.add_argument("--workers", type=int, default=2, help="SDK worker processes")
@@ -464,7 +470,7 @@ def main() -> None:
     os.makedirs(args.work_dir, exist_ok=True)
     if (max(args.seeds, 10) - 1) * args.every >= args.papers:
         raise SystemExit(f"{args.seeds} seeds, every {args.every}th paper: past {args.papers}")
-    graph = make_graph(args.work_dir, args.papers)
+    graph = make_graph(args.work_dir, args.papers, args.feature_dim)
     for checkout in checkouts:
         warm(checkout)
     disk = disk_speed(args.work_dir, args.dd_mb) if args.dd_mb else {}
