@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from sampler import ids
 from sampler.features import NUMPY_DTYPE, FeatureSpec
+from sampler.jit_loader import kernels
 
 
 def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
@@ -161,11 +162,12 @@ class SampleNodes:
 
     def unique_index(self) -> np.ndarray:
         """The rows of `unique()`: the first of each (sample, node), in (sample, node) order."""
-        order = np.lexsort((self.node, self.sample))
-        s, n = self.sample[order], self.node[order]
-        keep = np.ones(len(s), dtype=bool)
-        keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
-        return order[keep]
+        sample = self.sample
+        if len(sample) > 1 and np.all(sample[1:] >= sample[:-1]):  # an op's edges, by sample
+            order = np.arange(len(sample))
+        else:  # the concatenated parts of a step's input: a few sorted runs
+            order = np.argsort(sample, kind="stable")
+        return kernels("sampler.batches_jit").unique_pairs(sample, self.node, order)
 
 
 @dataclasses.dataclass
