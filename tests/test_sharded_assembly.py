@@ -71,3 +71,14 @@ def test_an_ops_targets_cross_to_their_shards_once_per_sample_and_node():
     assert pairs == [(1, 5, 10), (1, 9, 10), (2, 5, 20), (3, 7, 30)]
     for shard, piece in got:
         assert all(s == shard for s, _ in shards.by_shard(piece.node, 4))
+
+
+def test_split_index_keeps_each_keys_rows_in_input_order_on_both_sides_of_16_bits():
+    """shards.split_index sorts keys that fit 16 bits by radix: the same rows, same order."""
+    rng = np.random.default_rng(5)
+    for num in (1, 185, 2**15, 2**15 + 1, 70000):
+        keys = rng.integers(0, num, 5000)
+        got = shards.split_index(keys, num)
+        assert [k for k, _ in got] == sorted(set(keys.tolist()))
+        for key, rows in got:
+            np.testing.assert_array_equal(rows, np.flatnonzero(keys == key))
