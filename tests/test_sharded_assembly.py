@@ -14,7 +14,7 @@ from sampler import shards
 from sampler.batches import SampleNodes, Seeds, bytes_array
 from sampler.beam.sample.sharded import SharedNodeRows, SplitSampleNodes
 from sampler.sample import in_memory
-from sampler.sample.assemble import assembled, chunks_of, lookup_rows
+from sampler.sample.assemble import assembled, chunks_of
 from sampler.sample.plan import make_plan
 from sampler.schema import load_graph
 from sampler.tools import synthetic
@@ -38,13 +38,14 @@ def test_a_node_that_every_sample_holds_is_one_row_until_a_chunk_is_gathered(tmp
         np.concatenate([sample, sample]),
         np.concatenate([papers.fp[1:], np.repeat(papers.fp[0], n)]),
     )
-    rows, missing = lookup_rows(table, requests)
-    assert missing == 0 and len(rows.sample) == 2 * n
-    out = assembled(
-        info, plan, seeds, {"paper": [SharedNodeRows.of(rows)]}, {}, collections.Counter()
-    )
+    rows, missing = SharedNodeRows.looked_up(table, requests)
+    assert missing == 0 and len(rows.sample) == 2 * n and len(rows.rows) == n + 1
+    by_bucket = dict(shards.by_bucket(rows.sample, 2))
+    parts = [rows.take(by_bucket[b]) for b in (0, 1)]  # each bucket's part holds paper 0 too
+    assert [len(p.rows) for p in parts] == [len(by_bucket[b]) // 2 + 1 for b in (0, 1)]
+    out = assembled(info, plan, seeds, {"paper": parts}, {}, collections.Counter())
     held, row, bounds = out.node_rows["paper"]
-    assert len(held.fp) == n + 1 and len(row) == 2 * n  # each paper's features once
+    assert len(held.fp) == n + 2 and len(row) == 2 * n  # each paper's features once a part
     (chunk,) = chunks_of(out.seeds, out.node_rows, out.edge_rows, np.arange(n), 512)
     gathered = chunk.node_rows["paper"].rows()
     for i in range(n):  # its seed first, then the shared paper

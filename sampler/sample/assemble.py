@@ -16,21 +16,11 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler.arrays import expand_ranges
-from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, Seeds
 from sampler.jit_loader import kernels
-from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
-
-
-def lookup_rows(table: NodeTable, requests: SampleNodes) -> tuple[SampleNodeRows, int]:
-    """Node rows for (sample, node) requests, and how many nodes were not in the table."""
-    requests = requests.unique()
-    index, found = table.lookup(requests.node)
-    return SampleNodeRows(requests.sample[found], table.rows.take(index[found])), int(
-        (~found).sum()
-    )
 
 
 @dataclasses.dataclass
