@@ -207,6 +207,9 @@ class SharedNodeRows:
     inverse: np.ndarray  # int64 into rows
     rows: NodeBatch
 
+    def __len__(self) -> int:
+        return len(self.sample)
+
     @classmethod
     def looked_up(cls, table: NodeTable, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
         """The rows of (sample, node) requests, each (sample, node) once, and how many nodes
