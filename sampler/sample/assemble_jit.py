@@ -106,13 +106,18 @@ def unique_edges(sample, src, dst, ekey, src_bounds):
 def find_members(fps, bounds, local, sample, fp):
     """(`local` of (sample[i], fp[i]), found) for each i: `fps` holds each sample's members'
     fingerprints sorted, sample s's in [bounds[s], bounds[s + 1]); a binary search of that
-    sample's few hundred or thousand, where numpy searched the bucket's twice. Not found:
-    0, False."""
+    sample's few hundred or thousand, where numpy searched the bucket's twice; a row that
+    repeats the one before it (a source's edges come one after another) is not searched
+    again. Not found: 0, False."""
     n = len(sample)
     out = np.zeros(n, np.int64)
     found = np.zeros(n, np.bool_)
     for i in range(n):
         s = sample[i]
+        if i > 0 and s == sample[i - 1] and fp[i] == fp[i - 1]:
+            out[i] = out[i - 1]
+            found[i] = found[i - 1]
+            continue
         lo, end = bounds[s], bounds[s + 1]
         hi = end
         x = fp[i]
