@@ -195,8 +195,9 @@ def test_find_members_is_a_search_of_each_samples_members(m):
     member_sample, member_fp = (keys >> np.uint64(32)).astype(np.int64), keys & np.uint64(2**32 - 1)
     bounds = np.searchsorted(member_sample, np.arange(n_samples + 1)).astype(np.int64)
     local = rng.permutation(len(keys)).astype(np.int64)
-    ask_sample = rng.integers(0, n_samples, 3 * m + 1)
-    ask_fp = rng.integers(0, 55, 3 * m + 1).astype(np.uint64)
+    repeats = rng.integers(1, 4, 3 * m + 1)  # runs of one (sample, fp): a source's edges
+    ask_sample = np.repeat(rng.integers(0, n_samples, 3 * m + 1), repeats)
+    ask_fp = np.repeat(rng.integers(0, 55, 3 * m + 1).astype(np.uint64), repeats)
     got, found = assemble_jit.find_members(member_fp, bounds, local, ask_sample, ask_fp)
     ask = (ask_sample.astype(np.uint64) << np.uint64(32)) | ask_fp
     pos = np.minimum(np.searchsorted(keys, ask), max(len(keys) - 1, 0))
