@@ -7,6 +7,7 @@ These are the units the Beam transforms move: one batch per (shard) or
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +15,9 @@ import pyarrow as pa
 from sampler import ids
 from sampler.features import NUMPY_DTYPE, FeatureSpec
 from sampler.jit_loader import kernels
+
+if typing.TYPE_CHECKING:
+    from sampler.node_table import NodeTable
 
 
 def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
@@ -213,17 +217,33 @@ class SampledEdges:
 
 
 @dataclasses.dataclass
-class SampleNodeRows:
-    """Node rows requested by samples: which sample, and the node's row."""
+class SharedNodeRows:
+    """Node rows of (sample, node)s whose nodes are held once however many of its samples hold
+    them (a field of study in most subgraphs of a bucket): row i is `rows[inverse[i]]`. The
+    features are copied once per node from the table, not once per sample, and the
+    assembly's pieces carry each once."""
 
     sample: np.ndarray  # uint64
+    inverse: np.ndarray  # int64 into rows
     rows: NodeBatch
 
     def __len__(self) -> int:
         return len(self.sample)
 
-    def take(self, index) -> SampleNodeRows:
-        return SampleNodeRows(self.sample[index], self.rows.take(index))
+    @classmethod
+    def looked_up(cls, table: NodeTable, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
+        """The rows of (sample, node) requests, each (sample, node) once, and how many nodes
+        were not in the table."""
+        requests = requests.unique()
+        index, found = table.lookup(requests.node)
+        held, inverse = np.unique(index[found], return_inverse=True)
+        rows = cls(requests.sample[found], inverse.astype(np.int64), table.rows.take(held))
+        return rows, int((~found).sum())
+
+    def take(self, index: np.ndarray) -> SharedNodeRows:
+        """Rows `index`, holding only the node rows that they use."""
+        held, inverse = np.unique(self.inverse[index], return_inverse=True)
+        return SharedNodeRows(self.sample[index], inverse.astype(np.int64), self.rows.take(held))
 
 
 @dataclasses.dataclass

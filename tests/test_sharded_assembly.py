@@ -11,8 +11,8 @@ import collections
 import numpy as np
 
 from sampler import shards
-from sampler.batches import SampleNodes, Seeds, bytes_array
-from sampler.beam.sample.sharded import SharedNodeRows, SplitSampleNodes
+from sampler.batches import SampleNodes, Seeds, SharedNodeRows, bytes_array
+from sampler.beam.sample.sharded import SplitSampleNodes
 from sampler.sample import in_memory
 from sampler.sample.assemble import assembled, chunks_of
 from sampler.sample.plan import make_plan

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from sampler.arrays import expand_ranges
-from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, Seeds
+from sampler.batches import NodeBatch, SampledEdges, Seeds, SharedNodeRows
 from sampler.jit_loader import kernels
 from sampler.sample.plan import EDGE, SamplingPlan
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
@@ -56,7 +56,7 @@ def assemble_chunks(
     graph: GraphInfo,
     plan: SamplingPlan,
     seeds: Seeds,
-    nodes: dict[str, list[SampleNodeRows]],
+    nodes: dict[str, list[SharedNodeRows]],
     edges: dict[str, list[SampledEdges]],
     counters: collections.Counter,
     chunk_size: int = 512,
@@ -115,7 +115,7 @@ class Assembled(typing.NamedTuple):
 
 def _rows_table(parts: list, features) -> tuple[NodeBatch, np.ndarray]:
     """The node rows of a bucket's pieces as (table, row): row i of the pieces, in order, is
-    table[row[i]]. A piece with an `inverse` (sampler.beam.sample.sharded.SharedNodeRows)
+    table[row[i]]. A piece with an `inverse` (sampler.batches.SharedNodeRows)
     holds each node's row once; the rows are gathered only when a chunk is encoded."""
     table = NodeBatch.concat([p.rows for p in parts], features)
     rows, start = [], 0

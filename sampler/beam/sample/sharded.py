@@ -18,7 +18,6 @@ InducedInputs), never positional tuples.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import typing
 
 import apache_beam as beam
@@ -26,11 +25,10 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.batches import NodeBatch, SampledEdges, SampleNodes, Seeds
+from sampler.batches import SampledEdges, SampleNodes, Seeds, SharedNodeRows
 from sampler.beam.packing import packed, unpacked
 from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
-from sampler.node_table import NodeTable
 from sampler.sample import temporal
 from sampler.sample.assemble import assemble_chunks
 from sampler.sample.encode import encode_specs
@@ -194,36 +192,6 @@ class ToBuckets(beam.DoFn):
             parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
         for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
-
-
-@dataclasses.dataclass
-class SharedNodeRows:
-    """Node rows of (sample, node)s whose nodes are held once however many of its samples hold
-    them (a field of study in most subgraphs of a bucket): row i is `rows[inverse[i]]`. The
-    features are copied once per node from the table, not once per sample, and the
-    assembly's pieces carry each once."""
-
-    sample: np.ndarray  # uint64
-    inverse: np.ndarray  # int64 into rows
-    rows: NodeBatch
-
-    def __len__(self) -> int:
-        return len(self.sample)
-
-    @classmethod
-    def looked_up(cls, table: NodeTable, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
-        """The rows of (sample, node) requests, each (sample, node) once, and how many nodes
-        were not in the table."""
-        requests = requests.unique()
-        index, found = table.lookup(requests.node)
-        held, inverse = np.unique(index[found], return_inverse=True)
-        rows = cls(requests.sample[found], inverse.astype(np.int64), table.rows.take(held))
-        return rows, int((~found).sum())
-
-    def take(self, index: np.ndarray) -> SharedNodeRows:
-        """Rows `index`, holding only the node rows that they use."""
-        held, inverse = np.unique(self.inverse[index], return_inverse=True)
-        return SharedNodeRows(self.sample[index], inverse.astype(np.int64), self.rows.take(held))
 
 
 class _SeedTimes(beam.DoFn):
