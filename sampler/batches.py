@@ -7,7 +7,6 @@ These are the units the Beam transforms move: one batch per (shard) or
 from __future__ import annotations
 
 import dataclasses
-import typing
 
 import numpy as np
 import pyarrow as pa
@@ -15,9 +14,6 @@ import pyarrow as pa
 from sampler import ids
 from sampler.features import NUMPY_DTYPE, FeatureSpec
 from sampler.jit_loader import kernels
-
-if typing.TYPE_CHECKING:
-    from sampler.node_table import NodeTable
 
 
 def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
@@ -231,9 +227,9 @@ class SharedNodeRows:
         return len(self.sample)
 
     @classmethod
-    def looked_up(cls, table: NodeTable, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
-        """The rows of (sample, node) requests, each (sample, node) once, and how many nodes
-        were not in the table."""
+    def looked_up(cls, table, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
+        """The rows of (sample, node) requests in `table` (a sampler.node_table.NodeTable),
+        each (sample, node) once, and how many nodes were not in the table."""
         requests = requests.unique()
         index, found = table.lookup(requests.node)
         held, inverse = np.unique(index[found], return_inverse=True)
