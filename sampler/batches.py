@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from sampler import ids
 from sampler.features import NUMPY_DTYPE, FeatureSpec
+from sampler.jit_loader import kernels
 
 
 def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
@@ -161,11 +162,12 @@ class SampleNodes:
 
     def unique_index(self) -> np.ndarray:
         """The rows of `unique()`: the first of each (sample, node), in (sample, node) order."""
-        order = np.lexsort((self.node, self.sample))
-        s, n = self.sample[order], self.node[order]
-        keep = np.ones(len(s), dtype=bool)
-        keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
-        return order[keep]
+        sample = self.sample
+        if len(sample) > 1 and np.all(sample[1:] >= sample[:-1]):  # an op's edges, by sample
+            order = np.arange(len(sample))
+        else:  # the concatenated parts of a step's input: a few sorted runs
+            order = np.argsort(sample, kind="stable")
+        return kernels("sampler.batches_jit").unique_pairs(sample, self.node, order)
 
 
 @dataclasses.dataclass
@@ -211,17 +213,33 @@ class SampledEdges:
 
 
 @dataclasses.dataclass
-class SampleNodeRows:
-    """Node rows requested by samples: which sample, and the node's row."""
+class SharedNodeRows:
+    """Node rows of (sample, node)s whose nodes are held once however many of its samples hold
+    them (a field of study in most subgraphs of a bucket): row i is `rows[inverse[i]]`. The
+    features are copied once per node from the table, not once per sample, and the
+    assembly's pieces carry each once."""
 
     sample: np.ndarray  # uint64
+    inverse: np.ndarray  # int64 into rows
     rows: NodeBatch
 
     def __len__(self) -> int:
         return len(self.sample)
 
-    def take(self, index) -> SampleNodeRows:
-        return SampleNodeRows(self.sample[index], self.rows.take(index))
+    @classmethod
+    def looked_up(cls, table, requests: SampleNodes) -> tuple[SharedNodeRows, int]:
+        """The rows of (sample, node) requests in `table` (a sampler.node_table.NodeTable),
+        each (sample, node) once, and how many nodes were not in the table."""
+        requests = requests.unique()
+        index, found = table.lookup(requests.node)
+        held, inverse = np.unique(index[found], return_inverse=True)
+        rows = cls(requests.sample[found], inverse.astype(np.int64), table.rows.take(held))
+        return rows, int((~found).sum())
+
+    def take(self, index: np.ndarray) -> SharedNodeRows:
+        """Rows `index`, holding only the node rows that they use."""
+        held, inverse = np.unique(self.inverse[index], return_inverse=True)
+        return SharedNodeRows(self.sample[index], inverse.astype(np.int64), self.rows.take(held))
 
 
 @dataclasses.dataclass

@@ -11,7 +11,8 @@ def split_index(keys: np.ndarray, num: int) -> list[tuple[int, np.ndarray]]:
     """[(key, row indices)] for each key in 0..num-1 that has rows, rows in input order."""
     if len(keys) == 0:
         return []
-    order = np.argsort(keys, kind="stable")
+    # numpy sorts 16-bit keys stably by radix (one pass), wider ones by merging: 5x slower
+    order = np.argsort(keys.astype(np.int16) if num <= 2**15 else keys, kind="stable")
     sorted_keys = keys[order]
     bounds = np.searchsorted(sorted_keys, np.arange(num + 1))
     return [(k, order[bounds[k] : bounds[k + 1]]) for k in range(num) if bounds[k + 1] > bounds[k]]

@@ -162,6 +162,51 @@ def test_member_positions_seed_first_then_by_row(n_rows, m):
         )
 
 
+@pytest.mark.parametrize("m", [0, 1, 60, 5000])
+@pytest.mark.parametrize("sorted_samples", [True, False])
+def test_unique_pairs_is_the_lexsort_one(m, sorted_samples):
+    """SampleNodes.unique_index: the first of each (sample, node) in (sample, node) order,
+    as np.lexsort's, on a batch sorted by sample (an op's edges) and on one that is not."""
+    from sampler.batches import SampleNodes
+
+    rng = np.random.default_rng(m)
+    sample = rng.integers(0, 7, m).astype(np.uint64) * np.uint64(2**61)
+    if sorted_samples:
+        sample = np.sort(sample)
+    node = rng.integers(0, 30, m).astype(np.uint64)
+    order = np.lexsort((node, sample))
+    keep = np.ones(m, bool)
+    keep[1:] = (sample[order][1:] != sample[order][:-1]) | (node[order][1:] != node[order][:-1])
+    got = SampleNodes(sample, node).unique_index()
+    np.testing.assert_array_equal(got, order[keep] if m else np.zeros(0, np.int64))
+
+
+@pytest.mark.parametrize("m", [0, 40, 5000])
+def test_find_members_is_a_search_of_each_samples_members(m):
+    """(sample, fp) -> its member's position and found: a search of the sample's sorted fps
+    alone (an fp that another sample holds is not found), the bucket-wide searchsorted's."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng(m)
+    n_samples = 9
+    sample = np.sort(rng.integers(0, n_samples, m))
+    fp = rng.integers(0, 50, m).astype(np.uint64)
+    keys = np.unique((sample.astype(np.uint64) << np.uint64(32)) | fp)
+    member_sample, member_fp = (keys >> np.uint64(32)).astype(np.int64), keys & np.uint64(2**32 - 1)
+    bounds = np.searchsorted(member_sample, np.arange(n_samples + 1)).astype(np.int64)
+    local = rng.permutation(len(keys)).astype(np.int64)
+    repeats = rng.integers(1, 4, 3 * m + 1)  # runs of one (sample, fp): a source's edges
+    ask_sample = np.repeat(rng.integers(0, n_samples, 3 * m + 1), repeats)
+    ask_fp = np.repeat(rng.integers(0, 55, 3 * m + 1).astype(np.uint64), repeats)
+    got, found = assemble_jit.find_members(member_fp, bounds, local, ask_sample, ask_fp)
+    ask = (ask_sample.astype(np.uint64) << np.uint64(32)) | ask_fp
+    pos = np.minimum(np.searchsorted(keys, ask), max(len(keys) - 1, 0))
+    want_found = keys[pos] == ask if len(keys) else np.zeros(len(ask), bool)
+    np.testing.assert_array_equal(found, want_found)
+    np.testing.assert_array_equal(got[found], local[pos[want_found]])
+    assert not got[~found].any()
+
+
 @pytest.mark.parametrize("m", [0, 30, 5000])
 def test_unique_edges_is_the_numpy_one(m):
     """Order (sample, source, target, edge key, input), each (sample, edge key) kept once

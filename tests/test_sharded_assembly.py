@@ -11,10 +11,10 @@ import collections
 import numpy as np
 
 from sampler import shards
-from sampler.batches import SampleNodes, Seeds, bytes_array
-from sampler.beam.sample.sharded import SharedNodeRows, SplitSampleNodes
+from sampler.batches import SampleNodes, Seeds, SharedNodeRows, bytes_array
+from sampler.beam.sample.sharded import SplitSampleNodes
 from sampler.sample import in_memory
-from sampler.sample.assemble import assembled, chunks_of, lookup_rows
+from sampler.sample.assemble import assembled, chunks_of
 from sampler.sample.plan import make_plan
 from sampler.schema import load_graph
 from sampler.tools import synthetic
@@ -38,13 +38,14 @@ def test_a_node_that_every_sample_holds_is_one_row_until_a_chunk_is_gathered(tmp
         np.concatenate([sample, sample]),
         np.concatenate([papers.fp[1:], np.repeat(papers.fp[0], n)]),
     )
-    rows, missing = lookup_rows(table, requests)
-    assert missing == 0 and len(rows.sample) == 2 * n
-    out = assembled(
-        info, plan, seeds, {"paper": [SharedNodeRows.of(rows)]}, {}, collections.Counter()
-    )
+    rows, missing = SharedNodeRows.looked_up(table, requests)
+    assert missing == 0 and len(rows.sample) == 2 * n and len(rows.rows) == n + 1
+    by_bucket = dict(shards.by_bucket(rows.sample, 2))
+    parts = [rows.take(by_bucket[b]) for b in (0, 1)]  # each bucket's part holds paper 0 too
+    assert [len(p.rows) for p in parts] == [len(by_bucket[b]) // 2 + 1 for b in (0, 1)]
+    out = assembled(info, plan, seeds, {"paper": parts}, {}, collections.Counter())
     held, row, bounds = out.node_rows["paper"]
-    assert len(held.fp) == n + 1 and len(row) == 2 * n  # each paper's features once
+    assert len(held.fp) == n + 2 and len(row) == 2 * n  # each paper's features once a part
     (chunk,) = chunks_of(out.seeds, out.node_rows, out.edge_rows, np.arange(n), 512)
     gathered = chunk.node_rows["paper"].rows()
     for i in range(n):  # its seed first, then the shared paper
@@ -71,3 +72,14 @@ def test_an_ops_targets_cross_to_their_shards_once_per_sample_and_node():
     assert pairs == [(1, 5, 10), (1, 9, 10), (2, 5, 20), (3, 7, 30)]
     for shard, piece in got:
         assert all(s == shard for s, _ in shards.by_shard(piece.node, 4))
+
+
+def test_split_index_keeps_each_keys_rows_in_input_order_on_both_sides_of_16_bits():
+    """shards.split_index sorts keys that fit 16 bits by radix: the same rows, same order."""
+    rng = np.random.default_rng(5)
+    for num in (1, 185, 2**15, 2**15 + 1, 70000):
+        keys = rng.integers(0, num, 5000)
+        got = shards.split_index(keys, num)
+        assert [k for k, _ in got] == sorted(set(keys.tolist()))
+        for key, rows in got:
+            np.testing.assert_array_equal(rows, np.flatnonzero(keys == key))

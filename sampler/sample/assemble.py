@@ -15,42 +15,30 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from sampler.arrays import expand_ranges, sorted_unique
-from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.arrays import expand_ranges
+from sampler.batches import NodeBatch, SampledEdges, Seeds, SharedNodeRows
 from sampler.jit_loader import kernels
-from sampler.node_table import NodeTable
 from sampler.sample.plan import EDGE, SamplingPlan
 from sampler.sample.subgraph import NodeRowsOfChunk, SubgraphChunk
 from sampler.schema import GraphInfo
-
-
-def lookup_rows(table: NodeTable, requests: SampleNodes) -> tuple[SampleNodeRows, int]:
-    """Node rows for (sample, node) requests, and how many nodes were not in the table."""
-    requests = requests.unique()
-    index, found = table.lookup(requests.node)
-    return SampleNodeRows(requests.sample[found], table.rows.take(index[found])), int(
-        (~found).sum()
-    )
 
 
 @dataclasses.dataclass
 class _LocalIndex:
     """Maps (sample index, node fp) to the node's position in its subgraph."""
 
-    universe: np.ndarray  # sorted unique fps of this node set in the bucket
-    keys: np.ndarray  # sorted composite keys (sample << 32 | dense node)
-    local: np.ndarray  # local index for each key
+    fps: np.ndarray  # each sample's node fps, sorted, sample s's in [bounds[s], bounds[s + 1])
+    bounds: np.ndarray  # int64, one more than the samples
+    local: np.ndarray  # the position in its subgraph of each of `fps`
 
     def find(self, sample: np.ndarray, fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if len(self.universe) == 0:
-            return np.zeros(len(fp), np.int64), np.zeros(len(fp), bool)
-        g = np.searchsorted(self.universe, fp)
-        g_c = np.minimum(g, len(self.universe) - 1)
-        ok = self.universe[g_c] == fp
-        comp = (sample.astype(np.uint64) << np.uint64(32)) | g_c.astype(np.uint64)
-        pos = np.minimum(np.searchsorted(self.keys, comp), max(len(self.keys) - 1, 0))
-        ok &= self.keys[pos] == comp if len(self.keys) else False
-        return self.local[pos], ok
+        return kernels("sampler.sample.assemble_jit").find_members(
+            self.fps,
+            self.bounds,
+            self.local,
+            np.ascontiguousarray(sample, np.int64),
+            np.ascontiguousarray(fp, np.uint64),
+        )
 
 
 def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
@@ -68,7 +56,7 @@ def assemble_chunks(
     graph: GraphInfo,
     plan: SamplingPlan,
     seeds: Seeds,
-    nodes: dict[str, list[SampleNodeRows]],
+    nodes: dict[str, list[SharedNodeRows]],
     edges: dict[str, list[SampledEdges]],
     counters: collections.Counter,
     chunk_size: int = 512,
@@ -127,7 +115,7 @@ class Assembled(typing.NamedTuple):
 
 def _rows_table(parts: list, features) -> tuple[NodeBatch, np.ndarray]:
     """The node rows of a bucket's pieces as (table, row): row i of the pieces, in order, is
-    table[row[i]]. A piece with an `inverse` (sampler.beam.sample.sharded.SharedNodeRows)
+    table[row[i]]. A piece with an `inverse` (sampler.batches.SharedNodeRows)
     holds each node's row once; the rows are gathered only when a chunk is encoded."""
     table = NodeBatch.concat([p.rows for p in parts], features)
     rows, start = [], 0
@@ -178,17 +166,15 @@ def assembled(
             is_seed = fp == seed_nodes[name][s]
             if name == first_set:
                 has_seed[s[is_seed]] = True
-        order = np.argsort(fp, kind="stable")
-        order = order[stable_order(2 * s[order] + (~is_seed[order]), 2 * n_samples)]
-        row, s, fp = row[order], s[order], fp[order]
-        bounds = group_bounds(s, n_samples)
-        local = np.arange(len(s)) - bounds[s]
-        universe = sorted_unique(fp)
-        comp = (s.astype(np.uint64) << np.uint64(32)) | np.searchsorted(universe, fp).astype(
-            np.uint64
-        )
-        corder = np.argsort(comp)
-        index[name] = _LocalIndex(universe, comp[corder], local[corder])
+        by_fp = np.argsort(fp, kind="stable")
+        by_sample = by_fp[stable_order(s[by_fp], n_samples)]  # (sample, fp) order
+        order = by_fp[stable_order(2 * s[by_fp] + (~is_seed[by_fp]), 2 * n_samples)]
+        position = np.empty(len(order), np.int64)  # of each row in `order`
+        position[order] = np.arange(len(order))
+        bounds = group_bounds(s[order], n_samples)
+        local = position[by_sample] - bounds[s[by_sample]]
+        row = row[order]
+        index[name] = _LocalIndex(np.ascontiguousarray(fp[by_sample], np.uint64), bounds, local)
         node_rows[name] = (table, row, bounds)
     counters["seeds_not_in_node_set"] += int((~has_seed).sum())
 

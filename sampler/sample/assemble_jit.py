@@ -1,6 +1,7 @@
 """Compiled kernels of assembly, sample by sample: the members' output positions (the dense
 sampler, sampler/sample/dense.py) and the order and dedup of a bucket's edges (every
-placement: dense.py's through sample_jit.chunk_edges, the `sharded` placement's here).
+placement: dense.py's through sample_jit.chunk_edges, the `sharded` placement's here), and
+the members' positions of the `sharded` placement's edge endpoints.
 
 Each works sample by sample (a counting sort by sample first): a sample's few hundred or
 thousand entries stay in the CPU caches, where numpy sorted whole chunks of millions. Same
@@ -101,6 +102,37 @@ def unique_edges(sample, src, dst, ekey, src_bounds):
     return chosen[:o], bounds
 
 
+@njit
+def find_members(fps, bounds, local, sample, fp):
+    """(`local` of (sample[i], fp[i]), found) for each i: `fps` holds each sample's members'
+    fingerprints sorted, sample s's in [bounds[s], bounds[s + 1]); a binary search of that
+    sample's few hundred or thousand, where numpy searched the bucket's twice; a row that
+    repeats the one before it (a source's edges come one after another) is not searched
+    again. Not found: 0, False."""
+    n = len(sample)
+    out = np.zeros(n, np.int64)
+    found = np.zeros(n, np.bool_)
+    for i in range(n):
+        s = sample[i]
+        if i > 0 and s == sample[i - 1] and fp[i] == fp[i - 1]:
+            out[i] = out[i - 1]
+            found[i] = found[i - 1]
+            continue
+        lo, end = bounds[s], bounds[s + 1]
+        hi = end
+        x = fp[i]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if fps[mid] < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < end and fps[lo] == x:
+            out[i] = local[lo]
+            found[i] = True
+    return out, found
+
+
 def warm() -> None:
     """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py)."""
     i64 = np.array([0, 1, 1], np.int64)
@@ -108,3 +140,5 @@ def warm() -> None:
     member_positions(bounds, i64, seed, True)
     zeros = np.zeros(2, np.int64)  # (each sample's first member)
     unique_edges(i64[:2], zeros, zeros, np.array([1, 2], np.uint64), bounds)
+    fps = np.array([3, 5, 4], np.uint64)
+    find_members(fps, bounds, i64, i64[:2], fps[:2])

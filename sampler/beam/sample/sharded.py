@@ -18,7 +18,6 @@ InducedInputs), never positional tuples.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import typing
 
 import apache_beam as beam
@@ -26,12 +25,12 @@ import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
-from sampler.batches import NodeBatch, SampledEdges, SampleNodeRows, SampleNodes, Seeds
+from sampler.batches import SampledEdges, SampleNodes, Seeds, SharedNodeRows
 from sampler.beam.packing import packed, unpacked
 from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
 from sampler.sample import temporal
-from sampler.sample.assemble import assemble_chunks, lookup_rows
+from sampler.sample.assemble import assemble_chunks
 from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.plan import NODE, Op, SamplingPlan
@@ -189,28 +188,10 @@ class ToBuckets(beam.DoFn):
             (bucket, piece.take(index))
             for bucket, index in shards.by_bucket(piece.sample, self._num_buckets)
         )
-        if self._kind == NODES:
-            parts = ((bucket, SharedNodeRows.of(part)) for bucket, part in parts)
         if self._folder is not None:
             parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
         for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
-
-
-@dataclasses.dataclass
-class SharedNodeRows:
-    """SampleNodeRows of one bucket whose nodes travel once however many of its samples hold
-    them (a field of study in most subgraphs of a bucket): row i is `rows[inverse[i]]`. Cuts
-    the assembly's shuffle, the largest, by the repeats."""
-
-    sample: np.ndarray  # uint64
-    inverse: np.ndarray  # int64 into rows
-    rows: NodeBatch
-
-    @classmethod
-    def of(cls, piece: SampleNodeRows) -> SharedNodeRows:
-        _, first, inverse = np.unique(piece.rows.fp, return_index=True, return_inverse=True)
-        return cls(piece.sample, inverse.astype(np.int64), piece.rows.take(first))
 
 
 class _SeedTimes(beam.DoFn):
@@ -275,9 +256,9 @@ class SampleOp(beam.PTransform):
         )
 
 
-@beam.typehints.with_output_types(SampleNodeRows)
+@beam.typehints.with_output_types(SharedNodeRows)
 class LookupNodes(beam.PTransform):
-    """NodeRequests ((shard, SampleNodes) x (shard, NodeTable)) -> SampleNodeRows."""
+    """NodeRequests ((shard, SampleNodes) x (shard, NodeTable)) -> SharedNodeRows."""
 
     def __init__(self, node_set: str):
         super().__init__()
@@ -296,7 +277,7 @@ class LookupNodes(beam.PTransform):
             if table is None:
                 self._missing.inc(len(requests.unique()))
                 return
-            rows, missing = lookup_rows(table, requests)
+            rows, missing = SharedNodeRows.looked_up(table, requests)
             self._missing.inc(missing)
             if len(rows):
                 yield rows
@@ -461,7 +442,8 @@ def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, fold
                 continue
             present = (
                 rows[info.source]
-                | f"Present/{name}" >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp))
+                | f"Present/{name}"
+                >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp[r.inverse]))
                 | f"PresentByShard/{name}" >> beam.ParDo(SplitSampleNodes(num_shards))
             )
             induced = InducedInputs(present, adjacency[name])
