@@ -27,19 +27,78 @@ def _pieces(seed: int, total: int) -> list[bytes]:
     return out
 
 
-@pytest.mark.parametrize("hand_over", [True, False])
-def test_bytes_are_those_written(tmp_path, monkeypatch, hand_over):
-    """Whatever the pieces and windows, the file holds their concatenation (with the hand-over
-    to the disk, and as a plain buffered file where there is no sync_file_range)."""
-    if not hand_over:
+def _direct_writes(tmp_path) -> bool:
+    """Whether a file here takes O_DIRECT (else the direct cases test nothing new)."""
+    with open(tmp_path / "probe", "wb") as f:
+        return streaming_file._set_direct(f.fileno(), True)
+
+
+@pytest.mark.parametrize("mode", ["direct", "hand_over", "plain"])
+def test_bytes_are_those_written(tmp_path, monkeypatch, mode):
+    """Whatever the pieces and windows, the file holds their concatenation (written directly
+    through small aligned buffers, with the hand-over to the disk, and as a plain buffered file
+    where there is no sync_file_range)."""
+    if mode == "direct":
+        if not _direct_writes(tmp_path):
+            pytest.skip("no O_DIRECT writes on this filesystem")
+        monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 64 * KB)
+        monkeypatch.setattr(streaming_file, "_DIRECT_HOLD", 8 * KB)
+    else:
+        monkeypatch.setattr(streaming_file, "_DIRECT", None)
+    if mode == "plain":
         monkeypatch.setattr(streaming_file, "_sync_file_range", lambda: None)
-    pieces = _pieces(1, 6 << 20)
+    pieces = _pieces(1, 6 << 20) + [b"x" * n for n in (4095, 4096, 4097, 64 * KB, 3)]
     path = tmp_path / "out"
     with StreamingFile(str(path), window=256 * KB) as f:
+        assert f._direct == (mode == "direct")
         for piece in pieces:
             assert f.write(piece) == len(piece)
     assert path.read_bytes() == b"".join(pieces)
     assert f.written == len(b"".join(pieces))
+
+
+def test_direct_writes_then_buffered_ones(tmp_path, monkeypatch):
+    """After direct writes, flush(), fileno() and copy_from go on through the buffered file
+    from where the direct writes ended: the bytes are all there, in order."""
+    if not _direct_writes(tmp_path):
+        pytest.skip("no O_DIRECT writes on this filesystem")
+    monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+    part = tmp_path / "part"
+    part.write_bytes(random.Random(2).randbytes(50 * KB))
+    pieces = [random.Random(i).randbytes(n) for i, n in enumerate([5, 70 * KB, 9, 100 * KB])]
+    path = tmp_path / "out"
+    with StreamingFile(str(path), window=32 * KB) as f:
+        f.write(pieces[0])
+        f.write(pieces[1])
+        assert f._direct
+        f.flush()
+        assert not f._direct
+        f.write(pieces[2])
+        with open(part, "rb", buffering=0) as source:
+            f.copy_from(source, 50 * KB)
+        f.write(pieces[3])
+    assert path.read_bytes() == b"".join(pieces[:3]) + part.read_bytes() + pieces[3]
+
+
+def test_direct_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
+    """A filesystem that takes O_DIRECT but refuses the aligned writes (EINVAL): every byte
+    through the buffered file, from the first."""
+    real_write = os.write
+
+    def refuse(fd, data):
+        if len(data) % 4096 == 0 and len(data) >= 4096:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(streaming_file.os, "write", refuse)
+    monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+    pieces = _pieces(2, 1 << 20)
+    path = tmp_path / "out"
+    with StreamingFile(str(path), window=64 * KB) as f:
+        for piece in pieces:
+            f.write(piece)
+        assert not f._direct
+    assert path.read_bytes() == b"".join(pieces)
 
 
 @pytest.mark.parametrize("kernel_copies", [True, False])
@@ -122,11 +181,12 @@ def _resident_bytes(path: str) -> int:
     return sum(b & 1 for b in vector.raw) * page
 
 
-def test_written_pages_leave_the_page_cache(tmp_path):
+def test_written_pages_leave_the_page_cache(tmp_path, monkeypatch):
     """After writing 48 MB in 1 MB windows, about two windows are still cached; the same bytes
     written plainly stay cached (so the check can see a difference on this filesystem)."""
     if streaming_file._sync_file_range() is None:
         pytest.skip("no sync_file_range here")
+    monkeypatch.setattr(streaming_file, "_DIRECT", None)  # the buffered path's hand-over
     data = random.Random(5).randbytes(48 << 20)
     plain = tmp_path / "plain"
     with open(plain, "wb") as f:
@@ -139,6 +199,26 @@ def test_written_pages_leave_the_page_cache(tmp_path):
             f.write(data[at : at + 100 * KB])
     assert _resident_bytes(str(path)) <= 4 << 20
     assert path.read_bytes() == data
+
+
+def test_direct_writes_skip_the_page_cache(tmp_path):
+    """Where the file takes O_DIRECT, 48 MB of records written with no hand-over at all (a
+    window larger than the file) leave at most the last partial block in the page cache: the
+    bytes went to the disk from this process's buffer, not through cached pages."""
+    if not _direct_writes(tmp_path):
+        pytest.skip("no O_DIRECT writes on this filesystem")
+    data = random.Random(6).randbytes(48 << 20)
+    plain = tmp_path / "plain"
+    with open(plain, "wb") as f:
+        f.write(data)
+    if _resident_bytes(str(plain)) < 40 << 20:
+        pytest.skip("this filesystem does not keep written pages cached")
+    path = tmp_path / "records"
+    records = [data[at : at + 150 * KB] for at in range(0, len(data), 150 * KB)]
+    with StreamingFile(str(path), window=1 << 30) as f:
+        write_records(f, records)
+    assert _resident_bytes(str(path)) <= 2 * os.sysconf("SC_PAGE_SIZE")
+    assert path.read_bytes() == tfrecord.frame(records)
 
 
 @pytest.mark.parametrize("direct", [True, False])
@@ -187,6 +267,7 @@ def test_a_disk_error_in_write_back_is_raised_by_the_writer(tmp_path, monkeypatc
         return -1
 
     monkeypatch.setattr(streaming_file, "_sync_file_range", lambda: failing)
+    monkeypatch.setattr(streaming_file, "_DIRECT", None)  # the buffered path's write-back
     f = StreamingFile(str(tmp_path / "out"), window=4 * KB)
     with pytest.raises(OSError) as raised:
         for _ in range(100):

@@ -14,6 +14,15 @@ way, so the wait is short) and drops them from the page cache
 `_BACKLOG` windows behind, so a few windows per file are dirty or cached at any time, and
 write() errors and the disk's (EIO) are raised by write() or close(). The bytes of the file
 are exactly those written. Without `sync_file_range` (not Linux) it is a plain buffered file.
+
+Where the file takes O_DIRECT writes (a regular file on ext4, xfs, ...), the bytes skip the
+page cache altogether: small pieces (a record's header and checksum) join in a per-file
+buffer, and larger ones are copied once into an aligned per-thread buffer from which whole
+4 KB blocks go to the disk (`_DIRECT_STAGE` bytes per write): one copy of each byte in this
+process and none into the page cache (about half the CPU of buffered writes of sample shards,
+measured on this VM). The last partial block, and everything after a `flush`, `fileno` or
+`copy_from`, goes through the buffered path above; a filesystem that refuses the first aligned
+write (EINVAL) gets the buffered path from the start.
 """
 
 from __future__ import annotations
@@ -22,10 +31,12 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import functools
 import mmap
 import os
 import queue
+import stat
 import struct
 import threading
 
@@ -37,6 +48,10 @@ _ALIGN = 4096  # O_DIRECT: buffer address, file offset and size in multiples of 
 _DIRECT = getattr(os, "O_DIRECT", None)
 _BUFFER = 1 << 20  # Python's write buffer: small pieces (headers, checksums) join here
 _BACKLOG = 4  # windows handed over and not yet written back before the writer waits
+
+_DIRECT_STAGE = 4 << 20  # the aligned buffer of a thread's direct writes (a multiple of _ALIGN)
+_DIRECT_HOLD = 64 << 10  # bytes a file holds before it writes them directly
+_STAGES = threading.local()
 
 # sync_file_range flags (linux/fs.h)
 _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
@@ -79,9 +94,20 @@ class StreamingFile:
         self._error: OSError | None = None  # the write-back's error, until raised
         self._failed = False  # whether the write-back met an error (it stops then)
         self._broken = False  # whether a write raised (a full disk): close() then drops the rest
+        self._held = bytearray()  # direct writes: bytes written, not yet on the file
+        self._direct = self._sync is not None and _set_direct(self._fd, True)
+        self._direct_bytes = 0  # bytes on the file written directly
 
     def write(self, data) -> int:
         self._raise_error()
+        if self._direct:
+            count = memoryview(data).nbytes
+            if len(self._held) + count < _DIRECT_HOLD:
+                self._held += data
+            else:
+                self._write_direct(data)
+            self.written += count
+            return count
         try:
             count = self._file.write(data)
         except OSError:
@@ -91,6 +117,67 @@ class StreamingFile:
         if self._sync is not None and self.written - self._started >= self._window:
             self._hand_over()
         return count
+
+    def _write_direct(self, data) -> None:
+        """The held bytes then `data`, through the thread's aligned buffer: whole blocks to
+        the disk, the rest (under a block) held."""
+        stage = getattr(_STAGES, "buffer", None)
+        if stage is None or len(stage) != _DIRECT_STAGE:
+            stage = _STAGES.buffer = memoryview(mmap.mmap(-1, _DIRECT_STAGE))  # page-aligned
+        held, self._held = self._held, bytearray()
+        sources = [memoryview(held), memoryview(data).cast("B")]
+        fill = 0
+        for i, source in enumerate(sources):
+            at = 0
+            while at < len(source):
+                step = min(len(source) - at, _DIRECT_STAGE - fill)
+                stage[fill : fill + step] = source[at : at + step]
+                fill, at = fill + step, at + step
+                if fill == _DIRECT_STAGE:
+                    if not self._put_blocks(stage):
+                        return self._refused([stage, source[at:], *sources[i + 1 :]])
+                    fill = 0
+        whole = fill - fill % _ALIGN
+        if whole and not self._put_blocks(stage[:whole]):
+            return self._refused([stage[:fill]])
+        self._held = bytearray(stage[whole:fill])
+        return None
+
+    def _refused(self, rest: list) -> None:
+        """The filesystem refused the first direct write: `rest` (every byte written so far)
+        and all later ones through the buffered file."""
+        self._leave_direct()
+        try:
+            for part in rest:
+                self._file.write(part)
+        except OSError:
+            self._broken = True
+            raise
+
+    def _put_blocks(self, blocks: memoryview) -> bool:
+        """Writes whole blocks with O_DIRECT; False when the filesystem refused the first."""
+        try:
+            if not _write_aligned(self._fd, blocks, self._direct_bytes == 0):
+                return False
+        except OSError:
+            self._broken = True
+            raise
+        self._direct_bytes += len(blocks)
+        return True
+
+    def _leave_direct(self) -> None:
+        """The held bytes, and every later one, through the buffered file."""
+        if not self._direct:
+            return
+        self._direct = False
+        _set_direct(self._fd, False)
+        self._started = self._dropped = self._direct_bytes
+        held, self._held = self._held, bytearray()
+        try:
+            self._file.write(held)
+        except OSError:
+            self._broken = True
+            raise
 
     def _hand_over(self, last: bool = False) -> None:
         """Hands what was written since the last call to the write-back thread, which starts
@@ -138,6 +225,7 @@ class StreamingFile:
             raise
 
     def _copy_from(self, source, count: int) -> None:
+        self._leave_direct()
         self._file.flush()
         left, kernel = count, True
         while left > 0:
@@ -171,6 +259,7 @@ class StreamingFile:
         raise OSError(error, os.strerror(error))
 
     def flush(self) -> None:
+        self._leave_direct()
         try:
             self._file.flush()
         except OSError:
@@ -178,6 +267,7 @@ class StreamingFile:
             raise
 
     def fileno(self) -> int:
+        self._leave_direct()  # (the caller may write to it)
         return self._fd
 
     @property
@@ -194,6 +284,8 @@ class StreamingFile:
             return
         try:
             if not self._broken:
+                if self._direct and len(self._held) >= _ALIGN:
+                    self._write_direct(b"")  # whole blocks; the rest is flushed below
                 self.flush()
                 if self._sync is not None and self.written > self._started:
                     self._hand_over(last=True)
@@ -214,6 +306,18 @@ class StreamingFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _set_direct(fd: int, on: bool) -> bool:
+    """O_DIRECT on or off for the regular file `fd`; False where it cannot be turned on."""
+    if _DIRECT is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        return False
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | _DIRECT if on else flags & ~_DIRECT)
+    except OSError:
+        return False
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & _DIRECT) == on
 
 
 def concat_files(target: str, parts: list[str], block: int = _DIRECT_BLOCK) -> None:
