@@ -42,7 +42,6 @@ def test_bytes_are_those_written(tmp_path, monkeypatch, mode):
         if not _direct_writes(tmp_path):
             pytest.skip("no O_DIRECT writes on this filesystem")
         monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 64 * KB)
-        monkeypatch.setattr(streaming_file, "_DIRECT_HOLD", 8 * KB)
     else:
         monkeypatch.setattr(streaming_file, "_DIRECT", None)
     if mode == "plain":
@@ -277,9 +276,10 @@ def test_a_disk_error_in_write_back_is_raised_by_the_writer(tmp_path, monkeypatc
     f.close()  # closing again after the error does nothing
 
 
-def test_a_failed_write_is_raised_once(tmp_path):
+def test_a_failed_write_is_raised_once(tmp_path, monkeypatch):
     """A full device (ENOSPC): write() raises, and close() drops what is buffered instead of
     raising the same error again (the chained tracebacks of a full disk)."""
+    monkeypatch.setattr(streaming_file, "_DIRECT", None)  # the buffered path
     stream = StreamingFile(str(tmp_path / "out"))
     stream._file.close()  # the same writer on a device that is always full
     stream._file = open("/dev/full", "wb", buffering=1 << 20)  # noqa: SIM115 - closed below
@@ -290,3 +290,24 @@ def test_a_failed_write_is_raised_once(tmp_path):
     assert raised.value.errno == errno.ENOSPC
     stream.close()  # nothing raised again
     assert stream.closed
+
+
+def test_a_failed_direct_write_is_raised_once(tmp_path, monkeypatch):
+    """The same where the writes are direct: the failed write raises, close() drops the
+    rest of the stage and raises nothing more."""
+    if not _direct_writes(tmp_path):
+        pytest.skip("no O_DIRECT writes on this filesystem")
+    monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    stream = StreamingFile(str(tmp_path / "out"))
+    stream.write(b"x" * 100)  # in the stage
+    monkeypatch.setattr(streaming_file.os, "write", full)
+    with pytest.raises(OSError) as raised:
+        stream.write(b"y" * (20 * KB))  # past the stage: written, ENOSPC
+    assert raised.value.errno == errno.ENOSPC
+    stream.close()  # nothing raised again
+    assert stream.closed
+    assert streaming_file._BUDGET["left"] == streaming_file._DIRECT_BUDGET  # given back

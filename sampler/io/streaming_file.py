@@ -16,13 +16,13 @@ write() errors and the disk's (EIO) are raised by write() or close(). The bytes 
 are exactly those written. Without `sync_file_range` (not Linux) it is a plain buffered file.
 
 Where the file takes O_DIRECT writes (a regular file on ext4, xfs, ...), the bytes skip the
-page cache altogether: small pieces (a record's header and checksum) join in a per-file
-buffer, and larger ones are copied once into an aligned per-thread buffer from which whole
-4 KB blocks go to the disk (`_DIRECT_STAGE` bytes per write): one copy of each byte in this
-process and none into the page cache (about half the CPU of buffered writes of sample shards,
-measured on this VM). The last partial block, and everything after a `flush`, `fileno` or
-`copy_from`, goes through the buffered path above; a filesystem that refuses the first aligned
-write (EINVAL) gets the buffered path from the start.
+page cache altogether: they are copied once into the file's aligned buffer, which goes to the
+disk whole (`_DIRECT_STAGE` bytes per write): one copy of each byte in this process and none
+into the page cache (about half the CPU of buffered writes of sample shards, measured on this
+VM). The buffers of a process's files take at most `_DIRECT_BUDGET` bytes; a file opened
+past that is written buffered. The last partial block, and everything after a `flush`,
+`fileno` or `copy_from`, goes through the buffered path above; a filesystem that refuses the
+first aligned write (EINVAL) gets the buffered path from the start.
 """
 
 from __future__ import annotations
@@ -49,9 +49,10 @@ _DIRECT = getattr(os, "O_DIRECT", None)
 _BUFFER = 1 << 20  # Python's write buffer: small pieces (headers, checksums) join here
 _BACKLOG = 4  # windows handed over and not yet written back before the writer waits
 
-_DIRECT_STAGE = 4 << 20  # the aligned buffer of a thread's direct writes (a multiple of _ALIGN)
-_DIRECT_HOLD = 64 << 10  # bytes a file holds before it writes them directly
-_STAGES = threading.local()
+_DIRECT_STAGE = 4 << 20  # a file's aligned buffer of direct writes (a multiple of _ALIGN)
+_DIRECT_BUDGET = 256 << 20  # bytes of those buffers a process holds at once
+_BUDGET = {"left": _DIRECT_BUDGET}
+_BUDGET_LOCK = threading.Lock()
 
 # sync_file_range flags (linux/fs.h)
 _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
@@ -94,20 +95,22 @@ class StreamingFile:
         self._error: OSError | None = None  # the write-back's error, until raised
         self._failed = False  # whether the write-back met an error (it stops then)
         self._broken = False  # whether a write raised (a full disk): close() then drops the rest
-        self._held = bytearray()  # direct writes: bytes written, not yet on the file
-        self._direct = self._sync is not None and _set_direct(self._fd, True)
+        self._stage: memoryview | None = None  # direct writes: the aligned buffer
+        self._stage_map: mmap.mmap | None = None
+        self._fill = 0  # bytes in the stage
         self._direct_bytes = 0  # bytes on the file written directly
+        self._direct = self._sync is not None and _take_budget() and self._start_direct()
+
+    def _start_direct(self) -> bool:
+        if _set_direct(self._fd, True):
+            return True
+        _give_budget()
+        return False
 
     def write(self, data) -> int:
         self._raise_error()
         if self._direct:
-            count = memoryview(data).nbytes
-            if len(self._held) + count < _DIRECT_HOLD:
-                self._held += data
-            else:
-                self._write_direct(data)
-            self.written += count
-            return count
+            return self._write_direct(data)
         try:
             count = self._file.write(data)
         except OSError:
@@ -118,41 +121,47 @@ class StreamingFile:
             self._hand_over()
         return count
 
-    def _write_direct(self, data) -> None:
-        """The held bytes then `data`, through the thread's aligned buffer: whole blocks to
-        the disk, the rest (under a block) held."""
-        stage = getattr(_STAGES, "buffer", None)
-        if stage is None or len(stage) != _DIRECT_STAGE:
-            stage = _STAGES.buffer = memoryview(mmap.mmap(-1, _DIRECT_STAGE))  # page-aligned
-        held, self._held = self._held, bytearray()
-        sources = [memoryview(held), memoryview(data).cast("B")]
-        fill = 0
-        for i, source in enumerate(sources):
-            at = 0
-            while at < len(source):
-                step = min(len(source) - at, _DIRECT_STAGE - fill)
-                stage[fill : fill + step] = source[at : at + step]
-                fill, at = fill + step, at + step
-                if fill == _DIRECT_STAGE:
-                    if not self._put_blocks(stage):
-                        return self._refused([stage, source[at:], *sources[i + 1 :]])
-                    fill = 0
-        whole = fill - fill % _ALIGN
-        if whole and not self._put_blocks(stage[:whole]):
-            return self._refused([stage[:fill]])
-        self._held = bytearray(stage[whole:fill])
-        return None
+    def _write_direct(self, data) -> int:
+        """`data` copied into the stage; each time it is full, written to the disk whole."""
+        if self._stage is None:
+            self._stage_map = mmap.mmap(-1, _DIRECT_STAGE)  # page-aligned, as O_DIRECT wants
+            self._stage = memoryview(self._stage_map)
+        stage, fill = self._stage, self._fill
+        source = memoryview(data).cast("B")
+        count = len(source)
+        if fill + count < _DIRECT_STAGE:  # (most pieces: one copy, no loop)
+            stage[fill : fill + count] = source
+            self._fill = fill + count
+            self.written += count
+            return count
+        at = 0
+        while at < count:
+            step = min(count - at, _DIRECT_STAGE - fill)
+            stage[fill : fill + step] = source[at : at + step]
+            fill, at = fill + step, at + step
+            if fill == _DIRECT_STAGE:
+                if not self._put_blocks(stage):
+                    self._fill = 0
+                    self._refused([stage, source[at:]])
+                    break
+                fill = 0
+        self._fill = fill if self._direct else 0
+        self.written += count
+        return count
 
     def _refused(self, rest: list) -> None:
         """The filesystem refused the first direct write: `rest` (every byte written so far)
         and all later ones through the buffered file."""
-        self._leave_direct()
+        self._direct = False
+        _set_direct(self._fd, False)
         try:
             for part in rest:
                 self._file.write(part)
         except OSError:
             self._broken = True
             raise
+        finally:
+            self._free_stage()
 
     def _put_blocks(self, blocks: memoryview) -> bool:
         """Writes whole blocks with O_DIRECT; False when the filesystem refused the first."""
@@ -166,18 +175,29 @@ class StreamingFile:
         return True
 
     def _leave_direct(self) -> None:
-        """The held bytes, and every later one, through the buffered file."""
+        """The stage's whole blocks written directly, the rest and every later byte through
+        the buffered file; the stage given back."""
         if not self._direct:
             return
-        self._direct = False
+        stage, fill = self._stage, self._fill
+        whole = fill - fill % _ALIGN
+        if whole and not self._put_blocks(stage[:whole]):
+            whole = 0
+        self._direct, self._fill = False, 0
         _set_direct(self._fd, False)
         self._started = self._dropped = self._direct_bytes
-        held, self._held = self._held, bytearray()
         try:
-            self._file.write(held)
+            if fill > whole and not self._broken:
+                self._file.write(stage[whole:fill])
         except OSError:
             self._broken = True
             raise
+        finally:
+            self._free_stage()
+
+    def _free_stage(self) -> None:
+        self._stage = self._stage_map = None  # (freed with the last view: an error's frames)
+        _give_budget()
 
     def _hand_over(self, last: bool = False) -> None:
         """Hands what was written since the last call to the write-back thread, which starts
@@ -284,12 +304,13 @@ class StreamingFile:
             return
         try:
             if not self._broken:
-                if self._direct and len(self._held) >= _ALIGN:
-                    self._write_direct(b"")  # whole blocks; the rest is flushed below
                 self.flush()
                 if self._sync is not None and self.written > self._started:
                     self._hand_over(last=True)
         finally:
+            if self._direct:  # (a write raised: what the stage holds goes nowhere)
+                self._direct = False
+                self._free_stage()
             if self._thread is not None:
                 self._jobs.put(None)
                 self._thread.join()
@@ -306,6 +327,19 @@ class StreamingFile:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _take_budget() -> bool:
+    with _BUDGET_LOCK:
+        if _BUDGET["left"] < _DIRECT_STAGE:
+            return False
+        _BUDGET["left"] -= _DIRECT_STAGE
+        return True
+
+
+def _give_budget() -> None:
+    with _BUDGET_LOCK:
+        _BUDGET["left"] += _DIRECT_STAGE
 
 
 def _set_direct(fd: int, on: bool) -> bool:
