@@ -311,3 +311,22 @@ def test_a_failed_direct_write_is_raised_once(tmp_path, monkeypatch):
     stream.close()  # nothing raised again
     assert stream.closed
     assert streaming_file._BUDGET["left"] == streaming_file._DIRECT_BUDGET  # given back
+
+
+def test_files_past_the_budget_are_written_buffered(tmp_path, monkeypatch):
+    """A process's direct buffers take at most the budget: a file opened past it is written
+    buffered, and a closed file gives its buffer back."""
+    if not _direct_writes(tmp_path):
+        pytest.skip("no O_DIRECT writes on this filesystem")
+    monkeypatch.setitem(streaming_file._BUDGET, "left", streaming_file._DIRECT_STAGE)
+    first = StreamingFile(str(tmp_path / "first"))
+    second = StreamingFile(str(tmp_path / "second"))
+    assert first._direct and not second._direct
+    for f in (first, second):
+        f.write(b"z" * 5000)
+        f.close()
+    assert streaming_file._BUDGET["left"] == streaming_file._DIRECT_STAGE
+    third = StreamingFile(str(tmp_path / "third"))
+    assert third._direct
+    third.close()
+    assert (tmp_path / "first").read_bytes() == (tmp_path / "second").read_bytes() == b"z" * 5000

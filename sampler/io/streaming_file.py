@@ -19,10 +19,11 @@ Where the file takes O_DIRECT writes (a regular file on ext4, xfs, ...), the byt
 page cache altogether: they are copied once into the file's aligned buffer, which goes to the
 disk whole (`_DIRECT_STAGE` bytes per write): one copy of each byte in this process and none
 into the page cache (about half the CPU of buffered writes of sample shards, measured on this
-VM). The buffers of a process's files take at most `_DIRECT_BUDGET` bytes; a file opened
-past that is written buffered. The last partial block, and everything after a `flush`,
-`fileno` or `copy_from`, goes through the buffered path above; a filesystem that refuses the
-first aligned write (EINVAL) gets the buffered path from the start.
+VM; 1 MB writes cost no more than 4 MB ones). The buffers of a process's files take at most
+`_DIRECT_BUDGET` bytes (64 files at once); a file opened past that is written buffered. The
+last partial block, and everything after a `flush`, `fileno` or `copy_from`, goes through
+the buffered path above; a filesystem that refuses the first aligned write (EINVAL) gets the
+buffered path from the start.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ _DIRECT = getattr(os, "O_DIRECT", None)
 _BUFFER = 1 << 20  # Python's write buffer: small pieces (headers, checksums) join here
 _BACKLOG = 4  # windows handed over and not yet written back before the writer waits
 
-_DIRECT_STAGE = 4 << 20  # a file's aligned buffer of direct writes (a multiple of _ALIGN)
-_DIRECT_BUDGET = 256 << 20  # bytes of those buffers a process holds at once
+_DIRECT_STAGE = 1 << 20  # a file's aligned buffer of direct writes (a multiple of _ALIGN)
+_DIRECT_BUDGET = 64 << 20  # bytes of those buffers a process holds at once
 _BUDGET = {"left": _DIRECT_BUDGET}
 _BUDGET_LOCK = threading.Lock()
 
