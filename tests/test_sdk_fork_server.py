@@ -78,7 +78,7 @@ def _preloaded(env: dict) -> dict:
 
 def test_the_workers_start_with_the_kernels_loaded_and_the_dofn_specs_remembered():
     """Each forked worker would otherwise import numba, read every kernel it runs from the
-    cache and inspect each DoFn about five times per bundle processor, all on its own."""
+    cache and inspect each DoFn twice per bundle processor, all on its own."""
     from sampler import jit_loader
 
     jit_loader.warm_all()  # the install's cache (scripts/bootstrap.sh): loaded, not compiled

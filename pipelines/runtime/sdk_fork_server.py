@@ -110,7 +110,7 @@ PRELOAD_PACKAGES = ("sampler.beam",)  # sampler.beam first: gcs.prepare before a
 
 def _preload() -> None:
     """What every worker would otherwise do for itself: the imports, Beam's DoFn
-    introspection once per DoFn (each bundle processor asks about five times per DoFn), and
+    introspection once per DoFn (each bundle processor asks twice per DoFn), and
     the kernels' machine code from numba's cache (never compiled here: a kernel the cache
     lacks is compiled by the first worker that runs it, under the machine-wide lock)."""
     import apache_beam.runners.worker.sdk_worker_main  # noqa: F401
