@@ -75,6 +75,26 @@ def warm_all() -> tuple[int, int, float]:
     return len(found), compiled, time.time() - start
 
 
+def load_cached() -> bool:
+    """Imports every kernel module and, when numba's cache holds machine code of all of them
+    for this CPU, loads it (each module's `warm()`); never compiles a module the cache lacks.
+    Whether the machine code was loaded. A process that forks workers (the SDK worker fork
+    server) loads it once, so that its workers neither import numba nor read the cache."""
+    global _WARMING
+    with _LOCK:
+        modules = [importlib.import_module(name) for name in kernel_modules()]
+        if not all(module.__name__ in _READY or _cached(module) for module in modules):
+            return False
+        _WARMING = True
+        try:
+            for module in modules:
+                _READY.add(module.__name__)
+                module.warm()
+        finally:
+            _WARMING = False
+    return True
+
+
 def _compile_all() -> None:
     """warm_all, saying so (the progress of an InMemory run; from a worker, relayed by its
     CLI: sampler/jit_cache.py)."""

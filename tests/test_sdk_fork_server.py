@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -42,3 +43,58 @@ def test_a_client_gets_the_exit_code_of_its_forked_worker(tmp_path):
         server.stop()
     assert done.returncode == 1, done
     assert b"CONTROL_API_SERVICE_DESCRIPTOR" in done.stderr  # the worker's own error, relayed
+
+
+# What a worker forked from the server starts with: the server's state after _preload().
+PRELOADED = """
+import json, sys
+import numba
+from apache_beam.transforms import userstate
+from pipelines.runtime import sdk_fork_server
+from sampler import jit_loader
+
+sdk_fork_server._preload()
+kernels = [
+    v for name in jit_loader.kernel_modules() if name in sys.modules
+    for v in vars(sys.modules[name]).values()
+    if isinstance(v, numba.core.dispatcher.Dispatcher) and v.py_func.__module__ == name
+]
+print(json.dumps({
+    "modules": sorted(name for name in jit_loader.kernel_modules() if name in sys.modules),
+    "with_machine_code": sorted(k.py_func.__qualname__ for k in kernels if k.overloads),
+    "compiled": sum(sum(k.stats.cache_misses.values()) for k in kernels),
+    "dofn_specs_remembered": hasattr(userstate.get_dofn_specs, "__wrapped__"),
+}))
+"""
+
+
+def _preloaded(env: dict) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", PRELOADED], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_workers_start_with_the_kernels_loaded_and_the_dofn_specs_remembered():
+    """Each forked worker would otherwise import numba, read every kernel it runs from the
+    cache and inspect each DoFn twice per bundle processor, all on its own."""
+    from sampler import jit_loader
+
+    jit_loader.warm_all()  # the install's cache (scripts/bootstrap.sh): loaded, not compiled
+    state = _preloaded(dict(os.environ))
+    assert state["modules"] == jit_loader.kernel_modules()
+    assert {"fingerprints", "pick_uniform", "chunk_edges", "write_into"} <= set(
+        state["with_machine_code"]
+    )
+    assert state["compiled"] == 0
+    assert state["dofn_specs_remembered"]
+
+
+def test_the_server_compiles_no_kernel_that_the_cache_lacks(tmp_path):
+    """An empty cache: the server starts without compiling (the first worker that runs a
+    kernel compiles them all, under the machine-wide lock), so it is ready at once."""
+    state = _preloaded({**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert state["with_machine_code"] == []
+    assert state["compiled"] == 0
+    assert not list(tmp_path.rglob("*.nbi"))  # nothing written to the cache
