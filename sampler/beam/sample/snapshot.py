@@ -31,7 +31,12 @@ from sampler.io import files
 from sampler.node_table import NodeTable
 from sampler.sample import graph_store
 from sampler.sample.dense import densify, edge_facts
-from sampler.sample.in_memory import build_dense_graph, build_tables, read_tables
+from sampler.sample.in_memory import (
+    build_dense_graph,
+    build_tables,
+    give_back_free_memory,
+    read_tables,
+)
 from sampler.sample.link import edge_pairs
 from sampler.sample.plan import SamplingPlan
 from sampler.schema import GraphInfo
@@ -98,6 +103,8 @@ class _Build(_ReadTable):
             Metrics.counter(NAMESPACE, counter).inc(count)
         folder = FileSystems.join(self._folder, f"graph-{uuid.uuid4().hex[:8]}")
         graph_store.save_graph(dense, folder)
+        del dense  # this process samples next, from the snapshot: the build's memory goes back
+        give_back_free_memory()  # (Arrow's pool and glibc keep freed pages by default)
         yield folder  # a retried Build reads the tables again; RemoveSnapshot removes every try's
 
 
