@@ -320,7 +320,7 @@ def test_a_stopped_server_ends_the_run_within_the_deadline(graph, gcs_emulator):
         sample_args(remote, gcs_emulator.gs(f"{out}/samples@2")),
         gcs_emulator.env(BEAM_GRAPH_GCS_RETRY_S=str(DEADLINE_S)), gcs_emulator,
         stop=lambda: os.kill(pid, signal.SIGSTOP), resume=lambda: os.kill(pid, signal.SIGCONT),
-        out=out, after=r"/\.temp-samples-[^/]+/graph/part-",
+        out=out, after=r"/\.temp-samples-[^/]+/graph/graph-[^/]+/",  # the snapshot's files
     )  # fmt: skip
     assert_line_within_deadline(code, lines, gcs_emulator.url, gcs_emulator.bucket)
 
