@@ -11,7 +11,8 @@
 
 The graph is built where it is read: its bytes pass through no other file, and never through
 the runner. Every SDK process of a machine then maps the snapshot read-only (`open_graph`), so
-a machine holds one copy of the graph whatever its number of processes. A remote snapshot (gs://) is copied once per machine first.
+a machine holds one copy of the graph whatever its number of processes. A remote snapshot
+(gs://) is copied once per machine first.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class _Build(_ReadTable):
         graph = self._graph
         bad: list = []
         read = read_tables(graph, lambda name, row: bad.append((name, row)))
-        for name, row in bad:
-            self._set(name, 0)
+        for name, row in bad:  # in file order: a set's rows one after the other
+            if name != self._name:
+                self._set(name, 0)
             self._report(row)
             yield from self._flush()
         bad.clear()
