@@ -102,3 +102,56 @@ def test_the_server_compiles_no_kernel_that_the_cache_lacks(tmp_path):
     assert state["with_machine_code"] == []
     assert state["compiled"] == 0
     assert not list(tmp_path.rglob("*.nbi"))  # nothing written to the cache
+
+
+# A CLI run as a program (pipelines.AS_PROGRAM) forks its server: what the server keeps of it.
+FORKED_FROM_A_CLI = """
+import fcntl, json, logging, os, subprocess, sys
+import pipelines
+pipelines.AS_PROGRAM = True  # as `python -m pipelines.X` sets it
+from pipelines.runtime import sdk_fork_server
+
+log, lock_path = sys.argv[1], sys.argv[2]
+lock = open(lock_path, "w")
+fcntl.flock(lock, fcntl.LOCK_EX)  # as an output folder's lock
+logging.getLogger().addHandler(logging.StreamHandler(sys.stdout))  # the CLI's own handler
+print("the CLI's line", end="")  # unflushed at the fork
+server = sdk_fork_server.ForkServer(log)
+server.wait_ready()
+pid = server._process.pid
+lock.close()  # the CLI lets go: nobody else may hold the lock now
+again = open(lock_path, "w")
+try:
+    fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    free = True
+except BlockingIOError:
+    free = False
+env = {k: v for k, v in os.environ.items() if "SERVICE_DESCRIPTOR" not in k}
+worker = subprocess.run([sys.executable, "-I", sdk_fork_server.CLIENT, server.socket_path],
+                        env=env, capture_output=True, timeout=120)
+with open(f"/proc/{pid}/cmdline", "rb") as f, open("/proc/self/cmdline", "rb") as g:
+    forked = f.read() == g.read()
+server.stop()
+print(json.dumps({"forked": forked, "lock_free": free, "worker_code": worker.returncode,
+                  "worker_err": worker.stderr.decode()[-2000:], "server_code": server._process.returncode}))
+"""
+
+
+def test_a_cli_program_forks_its_server_which_keeps_no_descriptor_of_it(tmp_path):
+    """The server forked from the CLI (no second import of Beam): it holds none of the CLI's
+    descriptors (an output folder's lock goes when the CLI lets go), prints nothing of the
+    CLI's twice, forks working workers and ends with the runner. Fails on the exec'd server
+    (not a fork) and on a fork that keeps the CLI's descriptors (the lock stays held)."""
+    log = tmp_path / "workers.log"
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_FROM_A_CLI, str(log), str(tmp_path / "lock")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("the CLI's line{") and done.stdout.count("the CLI's line") == 1
+    report = json.loads(done.stdout[len("the CLI's line") :])
+    assert report["forked"] and report["lock_free"], report
+    assert report["worker_code"] == 1, report  # Beam's harness without a runner: its own error
+    assert "CONTROL_API_SERVICE_DESCRIPTOR" in report["worker_err"], report
+    assert report["server_code"] == 0, report
+    assert "the CLI's line" not in log.read_text()

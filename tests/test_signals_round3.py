@@ -204,25 +204,22 @@ def test_a_killed_in_memory_run_leaves_no_truncated_shard_under_its_final_name(m
 
 
 def _forked_workers(sid: int) -> list[int]:
-    """The SDK workers the fork server of session `sid` forked (its children)."""
-    servers = []
-    for pid in session_processes(sid):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"sdk_fork_server import serve" in f.read():
-                    servers.append(int(pid))
-        except OSError:
-            continue
-    children = []
+    """The SDK workers the fork server of session `sid` forked: the children of the server,
+    the CLI's child that is no worker's client (a fork of the CLI itself, run as a program)."""
+    parents, commands = {}, {}
     for pid in session_processes(sid):
         try:
             with open(f"/proc/{pid}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                parents[int(pid)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                commands[int(pid)] = f.read()
         except OSError:
             continue
-        if parent in servers:
-            children.append(int(pid))
-    return children
+    servers = [
+        pid for pid, parent in parents.items()
+        if parent == sid and b"sdk_fork_client" not in commands.get(pid, b"sdk_fork_client")
+    ]  # fmt: skip
+    return [pid for pid, parent in parents.items() if parent in servers]
 
 
 def test_an_sdk_worker_killed_by_sigkill_ends_the_run_in_one_line(mag, tmp_path):

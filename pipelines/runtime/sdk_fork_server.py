@@ -11,6 +11,13 @@ forked workers share the server's imported pages copy-on-write, and the kernels'
 code that the server loaded from numba's cache (each worker would otherwise import numba and
 read the cache itself, about 0.5 CPU-seconds apiece).
 
+A CLI run as a program forks the server from itself, before its runner starts a thread
+(`_ForkedServer`): the CLI has imported Beam and the project already, so the server only
+loads the kernels (0.7 CPU-seconds where its own imports took 1.8). Elsewhere (a CLI's main
+called in-process, a second pipeline of one process) the server is a new process:
+
+  python -c "...; from pipelines.runtime.sdk_fork_server import serve; serve(SOCKET)" SOCKET
+
 The server has imported gRPC but never opened a channel or started a thread of its own (the
 libraries it imports start two: OpenBLAS's thread server and pyarrow's jemalloc background
 thread, seen with gdb; no fork has been seen to hang on them, in 583 forks under load); it
@@ -20,16 +27,16 @@ however it ends (a MemoryError while it imports under `ulimit -v`, a SIGTERM).
 A server that dies (killed, out of memory) costs no worker and hangs nothing: a client that
 cannot reach it, or that the server leaves before it forked a worker, runs Beam's cold worker
 command itself (given to it as its second argument); a worker the server forked goes on.
-
-  python -c "...; from pipelines.runtime.sdk_fork_server import serve; serve(SOCKET)" SOCKET
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
 import gc
 import importlib
 import json
+import logging
 import os
 import pkgutil
 import selectors
@@ -40,6 +47,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -66,6 +74,9 @@ class ForkServer:
             shutil.rmtree(self._dir, ignore_errors=True)  # a socket's path has ~107 bytes
             self._dir = tempfile.mkdtemp(prefix="beam-graph-fork-", dir="/tmp")
         self.socket_path = os.path.join(self._dir, "fork.sock")
+        if _fork_allowed():
+            self._process = _ForkedServer(self.socket_path, log_path)
+            return
         with open(log_path, "ab") as log:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _SERVER, self.socket_path],
@@ -100,6 +111,122 @@ class ForkServer:
                 self._process.kill()
                 self._process.wait()
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+_FORKED = [False]  # a server forked from this process already
+_STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def _fork_allowed() -> bool:
+    """Whether the next server may be forked from this process: a CLI run as a program
+    (pipelines.AS_PROGRAM; never a process that calls a CLI's main in-process), its first
+    server, while its only other thread is the interrupt watcher (no runner has started
+    gRPC's or Beam's threads yet) and /proc lists its descriptors."""
+    import pipelines
+
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    allowed = (
+        pipelines.AS_PROGRAM
+        and not _FORKED[0]
+        and threading.current_thread() is threading.main_thread()
+        and all(t.name == "interrupt-watcher" for t in others)
+        and os.path.isdir("/proc/self/fd")
+    )
+    _FORKED[0] = _FORKED[0] or allowed
+    return allowed
+
+
+class _ForkedServer:
+    """The server as a fork of the CLI (what subprocess.Popen gives otherwise: pid, stdin,
+    poll, wait, kill). The CLI has imported Beam, numpy, pyarrow and the project already:
+    the fork saves the server about 1 CPU-second of imports. The child keeps nothing of the
+    CLI but its memory: its descriptors become /dev/null (an output folder's lock is not held
+    by the server), its signal handlers, hooks and log handlers Python's own; it ends with
+    os._exit (never the CLI's atexit functions)."""
+
+    def __init__(self, socket_path: str, log_path: str):
+        read_fd, write_fd = os.pipe()
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        for stream in (sys.stdout, sys.stderr):  # nothing of the CLI's printed twice
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        # The CLI's signal handlers must not run in the child: blocked until it has its own.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            self.pid = os.fork()
+            if self.pid == 0:
+                _serve_forked(socket_path, read_fd, log_fd, blocked)  # never returns
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        os.close(read_fd)
+        os.close(log_fd)
+        self.stdin = os.fdopen(write_fd, "wb")  # closed: the server ends
+        self.returncode = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("sdk fork server", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _serve_forked(socket_path: str, stdin_fd: int, log_fd: int, mask) -> None:
+    """In the CLI's forked child: the server, on `stdin_fd` and `log_fd`; never returns.
+    Signals stay blocked until its handlers are in place, then `mask` is restored."""
+    code = 1
+    try:
+        gc.freeze()  # the CLI's objects are never finalized here (their descriptors go below)
+        signal.set_wakeup_fd(-1)
+        for signum in signal.valid_signals():
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner's to handle, as in _SERVER
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        sys.excepthook = sys.__excepthook__
+        sys.unraisablehook = sys.__unraisablehook__
+        threading.excepthook = threading.__excepthook__
+        for handler in list(logging.root.handlers):
+            logging.root.removeHandler(handler)
+        logging.root.setLevel(logging.WARNING)
+        os.dup2(stdin_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 2 and fd != devnull:
+                os.dup2(devnull, fd)  # its number stays taken: a stale file object closes null
+        sys.stdin = sys.__stdin__ = open(0, closefd=False)  # the CLI's may be None or guarded
+        sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+        sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)
+        serve(socket_path)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the server's own failure, to the workers' log
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                stream.flush()
+        os._exit(code)
 
 
 # What every SDK worker of this project imports, once, here: Beam's worker and every module
@@ -199,7 +326,7 @@ def _serve(socket_path: str) -> None:
     os.rename(socket_path + ".tmp", socket_path)  # the runner waits for this name
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
-    selector.register(sys.stdin, selectors.EVENT_READ, "runner")
+    selector.register(0, selectors.EVENT_READ, "runner")  # stdin
     children: dict[int, socket.socket] = {}  # pid -> its client's connection
     while True:
         for key, _ in selector.select(timeout=0.05):
