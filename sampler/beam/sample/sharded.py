@@ -17,7 +17,6 @@ import collections
 import typing
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
@@ -170,26 +169,16 @@ class ToBuckets(beam.DoFn):
 
 
 class _SeedTimes(beam.DoFn):
-    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): each seed's time is the
-    seeds table's, else its node's time feature; a seed not in the table has none and is not sampled (the assembly
-    counts it in seeds_not_in_node_set)."""
+    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): temporal.seed_nodes."""
 
     def __init__(self, feature: str):
         self._feature = feature
 
     def process(self, shard_groups):
         shard, groups = shard_groups
-        seeds = list(groups["seeds"])
-        table = _one(groups["table"], "node table")
-        if not seeds or table is None:
-            return
-        seeds = Seeds.concat(seeds)
-        rows, found = table.lookup(seeds.node)
-        if seeds.time is not None:  # the seeds table's times
-            times = np.asarray(seeds.time)[found]
-        else:
-            times = np.asarray(table.rows.features[self._feature])[rows[found]]
-        yield shard, SampleNodes(seeds.sample[found], seeds.node[found], times)
+        seeds, table = list(groups["seeds"]), _one(groups["table"], "node table")
+        if seeds and table is not None:
+            yield shard, temporal.seed_nodes(Seeds.concat(seeds), table, self._feature)
 
 
 class OpInputs(typing.NamedTuple):
@@ -361,12 +350,9 @@ class AssembleExamples(beam.PTransform):
         )
 
 
-@beam.typehints.with_output_types(RecordBatch)
-class SampleSubgraphs(beam.PTransform):
-    """SamplingInputs -> RecordBatch (bucket, chunk, [serialized tf.Example]), hop by hop.
-
-    The path of every kind of seed: a kind (sharded_links.SampleLinkSubgraphs) overrides
-    `seeds`, `sample_op`, `request_nodes` and `assembler`."""
+class Sampling(beam.PTransform):
+    """SamplingInputs -> RecordBatch: what the placements that sample from the sharded tables
+    (SampleSubgraphs, topology.SampleTopologyOnWorkers) are made with."""
 
     def __init__(
         self,
@@ -376,7 +362,6 @@ class SampleSubgraphs(beam.PTransform):
         randomness: Randomness,
         num_shards: int,
         num_buckets: int,
-        folder: str | None = None,
     ):
         super().__init__()
         self._graph = graph
@@ -384,6 +369,17 @@ class SampleSubgraphs(beam.PTransform):
         self._randomness = randomness
         self._num_shards = num_shards
         self._num_buckets = num_buckets
+
+
+@beam.typehints.with_output_types(RecordBatch)
+class SampleSubgraphs(Sampling):
+    """SamplingInputs -> RecordBatch (bucket, chunk, [serialized tf.Example]), hop by hop.
+
+    The path of every kind of seed: a kind (sharded_links.SampleLinkSubgraphs) overrides
+    `seeds`, `sample_op`, `request_nodes` and `assembler`."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, *, folder: str | None = None, **kw):
+        super().__init__(graph, plan, **kw)
         self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
 
     def seeds(self, inputs: SamplingInputs) -> tuple[beam.PCollection, dict]:
