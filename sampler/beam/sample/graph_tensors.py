@@ -110,27 +110,17 @@ def sample_graph_tensors(
     seed_tables = read.tables.get(plan.seed_set)
     seeds, kernel, rejected = _seeds(root, plan, options, seed_tables, read, bad_records)
     common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
+    common["num_shards"] = options.num_shards
     folder = None  # `sharded`: where node rows and edges wait for the assembly
-    if options.placement == "sharded":
-        folder = options.temp_dir or _temp_folder(root)
     if options.placement == "topology":
-        sample = SampleTopologyOnWorkers(
-            graph, plan, **common, num_shards=options.num_shards, kernel=kernel
-        )
-    elif plan.link is not None:
-        sample = SampleLinkSubgraphs(
-            graph,
-            plan,
-            **common,
-            num_shards=options.num_shards,
-            negatives=options.negatives_per_seed,
-            keep_seed_edges=options.keep_seed_edges,
-            folder=folder,
-        )
+        sample = SampleTopologyOnWorkers(graph, plan, **common, kernel=kernel)
     else:
-        sample = SampleSubgraphs(
-            graph, plan, **common, num_shards=options.num_shards, folder=folder
-        )
+        folder = options.temp_dir or _temp_folder(root)
+        if plan.link is not None:
+            common["negatives"] = options.negatives_per_seed
+            common["keep_seed_edges"] = options.keep_seed_edges
+        sharded = SampleSubgraphs if plan.link is None else SampleLinkSubgraphs
+        sample = sharded(graph, plan, **common, folder=folder)
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     if folder is not None:  # the pieces' folder goes once every batch is made (no snapshot)

@@ -232,16 +232,13 @@ def sample_buckets(
     num_buckets: int,
     handle,
     tag: str,
-    topology: bool = False,
     tags: tuple[str, ...] | None = None,
     keep: dict[str, tuple[str, ...]] | None = None,
 ):
-    """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts).
-
-    With `topology`, the node tables reach the workers without their feature columns (but
-    the columns `keep` names per node set: a temporal spec's times); with
-    `tags`, fn's tagged outputs come back too (main output `subgraphs`).
-    """
+    """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts),
+    for the `topology` placement: the node tables reach the workers without their feature
+    columns (but the columns `keep` names per node set: a temporal spec's times); with
+    `tags`, fn's tagged outputs come back too (main output `subgraphs`)."""
     seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
     side = [
         beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
@@ -249,10 +246,8 @@ def sample_buckets(
     ]
     for name in graph.node_sets:
         values = tables[name] | f"TableValues/{name}" >> beam.Values()
-        if topology:
-            values = values | f"Topology/{name}" >> beam.Map(
-                without_features, (keep or {}).get(name, ())
-            )
+        strip = beam.Map(without_features, (keep or {}).get(name, ()))
+        values = values | f"Topology/{name}" >> strip
         side.append(beam.pvalue.AsIter(values))
     pardo = beam.ParDo(fn, *side)
     _ = (
