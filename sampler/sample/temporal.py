@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from sampler.batches import SampleNodes
 from sampler.errors import UserError
 from sampler.protos import tensor_pb2
 
@@ -201,6 +202,19 @@ def with_chunk_seed_times(chunk, plan):
     index = first if part.index is None else np.asarray(part.index)[first]
     chunk.seed_times = column[index]
     return chunk
+
+
+def seed_nodes(seeds, table, feature: str):
+    """The seeds (sampler.batches.Seeds) found in `table` (their node set's NodeTable, or a
+    shard of it) as SampleNodes with each one's time: the seeds table's, else its node's
+    `feature`. A seed not in the table has none and is not sampled (the assembly counts it in
+    seeds_not_in_node_set)."""
+    rows, found = table.lookup(seeds.node)
+    if seeds.time is not None:
+        times = np.asarray(seeds.time)[found]
+    else:
+        times = np.asarray(table.rows.features[feature])[rows[found]]
+    return SampleNodes(seeds.sample[found], seeds.node[found], times)
 
 
 def output_schema(schema, seed: SeedTime | None):

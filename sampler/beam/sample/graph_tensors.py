@@ -107,45 +107,20 @@ def sample_graph_tensors(
     )
     read = root | "ReadGraph" >> read_graph
     bad_records = [read.bad_records]
-    rejected = None
-    if plan.link is not None:
-        seeds = _link_seeds(root, plan, options, read, bad_records)
-        kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
-    elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
-            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
-        )
-        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
-        bad_records.append(read_seeds.bad_records)
-        rejected = (seeds, read.tables[plan.seed_set]) | "RejectedSeeds" >> RejectedSeeds(
-            plan.seed_set
-        )
-        kernel = NodeSeedSampling()
-    else:
-        seeds = read.tables[plan.seed_set] | "Seeds" >> SeedsFromNodeTable()
-        kernel = NodeSeedSampling()
+    seed_tables = read.tables.get(plan.seed_set)
+    seeds, kernel, rejected = _seeds(root, plan, options, seed_tables, read, bad_records)
     common = {"randomness": options.randomness, "num_buckets": options.num_buckets}
+    common["num_shards"] = options.num_shards
     folder = None  # `sharded`: where node rows and edges wait for the assembly
-    if options.placement == "sharded":
-        folder = options.temp_dir or _temp_folder(root)
     if options.placement == "topology":
-        sample = SampleTopologyOnWorkers(
-            graph, plan, **common, num_shards=options.num_shards, kernel=kernel
-        )
-    elif plan.link is not None:
-        sample = SampleLinkSubgraphs(
-            graph,
-            plan,
-            **common,
-            num_shards=options.num_shards,
-            negatives=options.negatives_per_seed,
-            keep_seed_edges=options.keep_seed_edges,
-            folder=folder,
-        )
+        sample = SampleTopologyOnWorkers(graph, plan, **common, kernel=kernel)
     else:
-        sample = SampleSubgraphs(
-            graph, plan, **common, num_shards=options.num_shards, folder=folder
-        )
+        folder = options.temp_dir or _temp_folder(root)
+        if plan.link is not None:
+            common["negatives"] = options.negatives_per_seed
+            common["keep_seed_edges"] = options.keep_seed_edges
+        sharded = SampleSubgraphs if plan.link is None else SampleLinkSubgraphs
+        sample = sharded(graph, plan, **common, folder=folder)
     bad = bad_records | "BadRecords" >> beam.Flatten()
     batches = SamplingInputs(seeds, read.tables, read.adjacency) | "Sample" >> sample
     if folder is not None:  # the pieces' folder goes once every batch is made (no snapshot)
@@ -170,24 +145,12 @@ def _sample_on_workers(
         max_bad_records=options.max_bad_records,
     )
     bad_records = [snapshot.bad_records]
-    rejected = None
-    if plan.link is not None:
-        read = GraphTables({}, {}, None)
-        if snapshot.link_pairs is not None:
-            read = read._replace(adjacency={plan.link.edge_set: snapshot.link_pairs})
-        seeds = _link_seeds(root, plan, options, read, bad_records, pairs_given=True)
-        kernel = LinkSampling(options.negatives_per_seed, options.keep_seed_edges)
-    elif options.input_seeds:
-        read_seeds = root | "ReadSeeds" >> ReadSeedIds(
-            options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
-        )
-        seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
-        bad_records.append(read_seeds.bad_records)
-        rejected = (seeds, snapshot.seed_tables) | "RejectedSeeds" >> RejectedSeeds(plan.seed_set)
-        kernel = NodeSeedSampling()
-    else:
-        seeds = snapshot.seed_tables | "Seeds" >> SeedsFromNodeTable()
-        kernel = NodeSeedSampling()
+    read = GraphTables({}, {}, None)
+    if snapshot.link_pairs is not None:
+        read = read._replace(adjacency={plan.link.edge_set: snapshot.link_pairs})
+    seeds, kernel, rejected = _seeds(
+        root, plan, options, snapshot.seed_tables, read, bad_records, pairs_given=True
+    )
     sample = SampleOnWorkers(
         graph,
         plan,
@@ -221,6 +184,23 @@ def _temp_folder(root) -> str:
     base = root.pipeline.options.view_as(GoogleCloudOptions).temp_location
     name = f"beam-graph-{uuid.uuid4().hex[:12]}"
     return FileSystems.join(base, name) if base else os.path.join(tempfile.gettempdir(), name)
+
+
+def _seeds(root, plan, options, seed_tables, read, bad_records, pairs_given=False):
+    """(seeds, kernel, rejected seeds' lines or None): link seeds (_link_seeds), the seeds of
+    --input_seeds, or every node of the seed set (`seed_tables`: its (shard, NodeTable))."""
+    if plan.link is not None:
+        seeds = _link_seeds(root, plan, options, read, bad_records, pairs_given)
+        return seeds, LinkSampling(options.negatives_per_seed, options.keep_seed_edges), None
+    if not options.input_seeds:
+        return seed_tables | "Seeds" >> SeedsFromNodeTable(), NodeSeedSampling(), None
+    read_seeds = root | "ReadSeeds" >> ReadSeedIds(
+        options.input_seeds, options.max_bad_records, temporal.table_time_kind(plan)
+    )
+    seeds = read_seeds.ids | "Seeds" >> SeedsFromIds(options.num_shards)
+    bad_records.append(read_seeds.bad_records)
+    rejected = (seeds, seed_tables) | "RejectedSeeds" >> RejectedSeeds(plan.seed_set)
+    return seeds, NodeSeedSampling(), rejected
 
 
 def _link_seeds(root, plan, options, read, bad_records, pairs_given=False) -> beam.PCollection:

@@ -15,11 +15,10 @@ import typing
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.metrics import Metrics
 
 from sampler import shards
 from sampler.beam.read import BAD_RECORDS, _ReadTable, read_files
-from sampler.beam.sample.sharded import NAMESPACE
+from sampler.beam.sample.seeds import SeedsByShard
 from sampler.io import graph_tables
 from sampler.sample import link
 from sampler.sample.plan import SamplingPlan
@@ -94,45 +93,23 @@ def _edge_pairs(shard_adjacency) -> typing.Iterator[Pairs]:
     yield link.edge_pairs(shard_adjacency[1])
 
 
-class LinkSeedsFromPairs(beam.PTransform):
+def _split_pairs(pairs, num_shards: int):
+    source, target, time = (*pairs, None)[:3]
+    for shard, index in shards.by_shard(link.pair_keys(source, target), num_shards):
+        yield shard, (source[index], target[index], None if time is None else time[index])
+
+
+def _link_seeds(parts) -> link.LinkSeeds:
+    source, target, time = zip(*parts, strict=True)
+    time = None if time[0] is None else np.concatenate(time)
+    return link.make_link_seeds(np.concatenate(source), np.concatenate(target), time)
+
+
+class LinkSeedsFromPairs(SeedsByShard):
     """(source fps, target fps) batches -> (shard, LinkSeeds), sharded by pair; counts seeds_in."""
 
     def __init__(self, num_shards: int):
-        super().__init__()
-        self._num_shards = num_shards
-
-    class _Split(beam.DoFn):
-        def __init__(self, num_shards: int):
-            self._num_shards = num_shards
-
-        def process(self, pairs):
-            source, target, time = (*pairs, None)[:3]
-            for shard, index in shards.by_shard(link.pair_keys(source, target), self._num_shards):
-                yield shard, (source[index], target[index], None if time is None else time[index])
-
-    class _Make(beam.DoFn):
-        def __init__(self):
-            self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
-
-        def process(self, shard_parts):
-            shard, parts = shard_parts
-            parts = list(parts)
-            timed = parts[0][2] is not None
-            seeds = link.make_link_seeds(
-                np.concatenate([p[0] for p in parts]),
-                np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]) if timed else None,
-            )
-            self._seeds_in.inc(len(seeds))
-            yield shard, seeds
-
-    def expand(self, pairs):
-        return (
-            pairs
-            | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
-            | "Group" >> beam.GroupByKey()
-            | "MakeSeeds" >> beam.ParDo(self._Make())
-        )
+        super().__init__(_split_pairs, _link_seeds, num_shards)
 
 
 def seed_pairs(read_adjacency: dict, plan: SamplingPlan):

@@ -55,6 +55,15 @@ class _GraphOnWorker:
         self.memory = densify(graph, nodes, merged)
 
 
+def _shared_graph(graph: GraphInfo, handle, tag: str, side) -> _GraphOnWorker:
+    """The graph built once per process from the side inputs (adjacency per edge set, then
+    tables per node set) and shared."""
+    edge_sets, node_sets = list(graph.edge_sets), list(graph.node_sets)
+    adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
+    tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
+    return handle.acquire(lambda: _GraphOnWorker(graph, adjacency, tables), tag)
+
+
 class SnapshotInputs(typing.NamedTuple):
     """What SampleOnWorkers samples from with a graph snapshot (sampler.beam.sample.snapshot)."""
 
@@ -98,14 +107,12 @@ class SampleOnWorkers(beam.PTransform):
         super().__init__()
         if threads < 0:
             raise ValueError(f"threads must be >= 0 (0: one per core), got {threads}")
-        self._graph = graph
-        self._plan = plan
-        self._randomness = randomness
         self._num_buckets = num_buckets
-        self._chunk_size = chunk_size or in_memory.CHUNK_SIZE
-        self._kernel = kernel or NodeSeedSampling()
-        self._threads = threads
         self._parts = parts
+        chunk_size = chunk_size or in_memory.CHUNK_SIZE
+        handle, tag = shared.Shared(), uuid.uuid4().hex
+        args = (handle, tag, kernel, threads, parts, num_buckets)
+        self._fn = self._SampleBucket(graph, plan, randomness, chunk_size, *args)
 
     class _SampleBucket(beam.DoFn):
         def __init__(
@@ -155,15 +162,10 @@ class SampleOnWorkers(beam.PTransform):
             bucket, parts = bucket_parts
             memory = self.graph_on_worker(side).memory
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
-            kernel, graph, plan, randomness = (
-                self._kernel,
-                self._graph,
-                self._plan,
-                self._randomness,
-            )
+            kernel, args = self._kernel, (self._graph, self._plan, memory)
 
             def sample(chunk, counters):
-                return kernel.sample_chunk(graph, plan, memory, chunk, randomness, counters)
+                return kernel.sample_chunk(*args, chunk, self._randomness, counters)
 
             jobs = ((bucket, chunk) for chunk in kernel.seed_chunks(seeds, self._chunk_size))
             threads = self._threads or cpu_count()
@@ -181,12 +183,7 @@ class SampleOnWorkers(beam.PTransform):
             folder), or built once per process from the side inputs and shared."""
             if len(side) == 1 and isinstance(side[0], str):
                 return _MappedGraph(mapped_graph(side[0]))
-            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
-            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
-            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            return self._handle.acquire(
-                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
-            )
+            return _shared_graph(self._graph, self._handle, self._tag, side)
 
         def received_seeds(self, seeds_type, parts):
             """One bucket's packed seed pieces as one batch, counted as received (check_shuffle)."""
@@ -202,16 +199,8 @@ class SampleOnWorkers(beam.PTransform):
             loaded = self.graph_on_worker(side)
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
             counters = collections.Counter()
-            subgraphs = self._kernel.sample(
-                self._graph,
-                self._plan,
-                loaded.memory,
-                seeds,
-                self._randomness,
-                counters,
-                self._chunk_size,
-            )
-            return bucket, subgraphs, counters
+            args = (loaded.memory, seeds, self._randomness, counters, self._chunk_size)
+            return bucket, self._kernel.sample(self._graph, self._plan, *args), counters
 
     class _GraphFacts(beam.DoFn):
         """Once per run: edges with a missing end (dropped), self-loops and parallel edges."""
@@ -222,40 +211,18 @@ class SampleOnWorkers(beam.PTransform):
             self._tag = tag
 
         def process(self, _, *side):
-            edge_sets, node_sets = list(self._graph.edge_sets), list(self._graph.node_sets)
-            adjacency = dict(zip(edge_sets, side[: len(edge_sets)], strict=True))
-            tables = dict(zip(node_sets, side[len(edge_sets) :], strict=True))
-            loaded = self._handle.acquire(
-                lambda: _GraphOnWorker(self._graph, adjacency, tables), self._tag
-            )
+            loaded = _shared_graph(self._graph, self._handle, self._tag, side)
             for counter, count in edge_facts(self._graph, loaded.memory).items():
                 Metrics.counter(NAMESPACE, counter).inc(count)
             return []
 
     def expand(self, inputs: SnapshotInputs):
-        handle, tag = shared.Shared(), uuid.uuid4().hex
-        fn = self._SampleBucket(
-            self._graph,
-            self._plan,
-            self._randomness,
-            self._chunk_size,
-            handle,
-            tag,
-            self._kernel,
-            self._threads,
-            self._parts,
-            self._num_buckets,
-        )
         groups = bucketed(inputs.seeds, self._num_buckets)
-        sample = beam.ParDo(fn, beam.pvalue.AsSingleton(inputs.snapshot))
+        sample = beam.ParDo(self._fn, beam.pvalue.AsSingleton(inputs.snapshot))
         sample = sample.with_output_types(RecordBatch)
         if self._parts is not None:
             sample = sample.with_output_types(tuple[int, tuple[int, int, str]])
         return groups | "SampleBuckets" >> sample
-
-
-def _strip(table, keep: tuple[str, ...] = ()):
-    return without_features(table, keep)
 
 
 def sample_buckets(
@@ -265,16 +232,13 @@ def sample_buckets(
     num_buckets: int,
     handle,
     tag: str,
-    topology: bool = False,
     tags: tuple[str, ...] | None = None,
     keep: dict[str, tuple[str, ...]] | None = None,
 ):
-    """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts).
-
-    With `topology`, the node tables reach the workers without their feature columns (but
-    the columns `keep` names per node set: a temporal spec's times); with
-    `tags`, fn's tagged outputs come back too (main output `subgraphs`).
-    """
+    """Seeds grouped by bucket -> ParDo(fn) with the graph as side inputs (and GraphFacts),
+    for the `topology` placement: the node tables reach the workers without their feature
+    columns (but the columns `keep` names per node set: a temporal spec's times); with
+    `tags`, fn's tagged outputs come back too (main output `subgraphs`)."""
     seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
     side = [
         beam.pvalue.AsIter(adjacency[name] | f"AdjacencyValues/{name}" >> beam.Values())
@@ -282,8 +246,8 @@ def sample_buckets(
     ]
     for name in graph.node_sets:
         values = tables[name] | f"TableValues/{name}" >> beam.Values()
-        if topology:
-            values = values | f"Topology/{name}" >> beam.Map(_strip, (keep or {}).get(name, ()))
+        strip = beam.Map(without_features, (keep or {}).get(name, ()))
+        values = values | f"Topology/{name}" >> strip
         side.append(beam.pvalue.AsIter(values))
     pardo = beam.ParDo(fn, *side)
     _ = (

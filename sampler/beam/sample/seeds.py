@@ -33,43 +33,53 @@ class SeedsFromNodeTable(beam.PTransform):
         return tables | "MakeSeeds" >> beam.ParDo(self._Make())
 
 
-@beam.typehints.with_input_types(SeedRows)
-@beam.typehints.with_output_types(tuple[int, Seeds])
-class SeedsFromIds(beam.PTransform):
-    """Seed table rows (SeedRows) -> (shard, Seeds), one seed per occurrence."""
+class SeedsByShard(beam.PTransform):
+    """Batches of seed rows -> (shard, seeds): `split(batch, num_shards)` gives each part of a
+    batch its shard, where `make(parts)` makes the parts one batch (counted in seeds_in)."""
 
-    def __init__(self, num_shards: int):
+    def __init__(self, split, make, num_shards: int):
         super().__init__()
+        self._split = split
+        self._make = make
         self._num_shards = num_shards
 
-    class _Split(beam.DoFn):
-        def __init__(self, num_shards: int):
-            self._num_shards = num_shards
-
-        def process(self, rows: SeedRows):
-            for shard, index in shards.by_shard(
-                ids.fingerprint(rows.ids.tolist()), self._num_shards
-            ):
-                yield shard, rows.take(index)
-
     class _Make(beam.DoFn):
-        def __init__(self):
+        def __init__(self, make):
+            self._make = make
             self._seeds_in = Metrics.counter(NAMESPACE, "seeds_in")
 
         def process(self, shard_parts):
             shard, parts = shard_parts
-            rows = SeedRows.concat(list(parts))
-            seeds = make_seeds(rows.ids, rows.time)
+            seeds = self._make(list(parts))
             self._seeds_in.inc(len(seeds))
             yield shard, seeds
 
-    def expand(self, seed_rows):
+    def expand(self, batches):
         return (
-            seed_rows
-            | "ByShard" >> beam.ParDo(self._Split(self._num_shards))
+            batches
+            | "ByShard" >> beam.FlatMap(self._split, self._num_shards)
             | "Group" >> beam.GroupByKey()
-            | "MakeSeeds" >> beam.ParDo(self._Make())
+            | "MakeSeeds" >> beam.ParDo(self._Make(self._make))
         )
+
+
+def _split_ids(rows: SeedRows, num_shards: int):
+    for shard, index in shards.by_shard(ids.fingerprint(rows.ids.tolist()), num_shards):
+        yield shard, rows.take(index)
+
+
+def _seeds_of_rows(parts: list[SeedRows]) -> Seeds:
+    rows = SeedRows.concat(parts)
+    return make_seeds(rows.ids, rows.time)
+
+
+@beam.typehints.with_input_types(SeedRows)
+@beam.typehints.with_output_types(tuple[int, Seeds])
+class SeedsFromIds(SeedsByShard):
+    """Seed table rows (SeedRows) -> (shard, Seeds), one seed per occurrence."""
+
+    def __init__(self, num_shards: int):
+        super().__init__(_split_ids, _seeds_of_rows, num_shards)
 
 
 class RejectedSeeds(beam.PTransform):

@@ -1,8 +1,7 @@
-"""The `sharded` placement: PTransforms that sample subgraphs hop by hop from sharded node
-tables and adjacency lists, and the pieces both placements share (SamplingInputs, RecordBatch).
-The `worker` placement is `sampler.beam.sample.on_workers`; the seeds are made in `sampler.beam.sample.seeds`.
+"""The `sharded` placement: sample subgraphs hop by hop from sharded node tables and
+adjacency lists (SampleSubgraphs, for every kind of seed: sharded_links adds link seeds), and
+the pieces all placements share (SamplingInputs, RecordBatch, ToBuckets, SizeCounters).
 
-The plan, stage by stage:
   Seeds        (shard, Seeds)            seed occurrences, sharded by seed node
   Op/<name>    (shard, SampleNodes)      frontier joined with (shard, Adjacency)
                -> SampledEdges           chosen edges, and their targets as the next frontier
@@ -10,9 +9,6 @@ The plan, stage by stage:
   Induced/<es> (node aggregation only)   every out-edge of the sample's nodes
   Assemble     (bucket, pieces)          -> (bucket, chunk, [serialized tf.Example]); the
                                          node rows and edges wait in files (ToBuckets)
-
-Composite transforms take NamedTuples of PCollections (SamplingInputs, OpInputs, NodeRequests,
-InducedInputs), never positional tuples.
 """
 
 from __future__ import annotations
@@ -21,7 +17,6 @@ import collections
 import typing
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 
 from sampler import shards
@@ -51,27 +46,6 @@ class SamplingInputs(typing.NamedTuple):
     seeds: beam.PCollection  # (shard, Seeds)
     tables: dict[str, beam.PCollection]  # node set -> (shard, NodeTable)
     adjacency: dict[str, beam.PCollection]  # edge set -> (shard, Adjacency)
-
-
-class OpInputs(typing.NamedTuple):
-    """What one SampleOp joins: its input ops' frontiers and its edge set's adjacency."""
-
-    frontier: tuple[beam.PCollection, ...]  # each (shard, SampleNodes)
-    adjacency: beam.PCollection  # (shard, Adjacency)
-
-
-class NodeRequests(typing.NamedTuple):
-    """What LookupNodes joins: (sample, node) requests and the node set's tables."""
-
-    requests: beam.PCollection  # (shard, SampleNodes)
-    tables: beam.PCollection  # (shard, NodeTable)
-
-
-class InducedInputs(typing.NamedTuple):
-    """What InducedEdges joins: the sampled source nodes and the edge set's adjacency."""
-
-    nodes: beam.PCollection  # (shard, SampleNodes)
-    adjacency: beam.PCollection  # (shard, Adjacency)
 
 
 class SizeCounters:
@@ -195,39 +169,54 @@ class ToBuckets(beam.DoFn):
 
 
 class _SeedTimes(beam.DoFn):
-    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): each seed's time is the
-    seeds table's, else its node's time feature; a seed not in the table has none and is not sampled (the assembly
-    counts it in seeds_not_in_node_set)."""
+    """(shard, {seeds, table}) -> (shard, SampleNodes with seed times): temporal.seed_nodes."""
 
     def __init__(self, feature: str):
         self._feature = feature
 
     def process(self, shard_groups):
         shard, groups = shard_groups
-        seeds = list(groups["seeds"])
-        table = _one(groups["table"], "node table")
-        if not seeds or table is None:
-            return
-        seeds = Seeds.concat(seeds)
-        rows, found = table.lookup(seeds.node)
-        if seeds.time is not None:  # the seeds table's times
-            times = np.asarray(seeds.time)[found]
-        else:
-            times = np.asarray(table.rows.features[self._feature])[rows[found]]
-        yield shard, SampleNodes(seeds.sample[found], seeds.node[found], times)
+        seeds, table = list(groups["seeds"]), _one(groups["table"], "node table")
+        if seeds and table is not None:
+            yield shard, temporal.seed_nodes(Seeds.concat(seeds), table, self._feature)
 
 
-@beam.typehints.with_output_types(SampledEdges)
+class OpInputs(typing.NamedTuple):
+    """What one SampleOp joins: its input ops' frontiers and its edge set's adjacency."""
+
+    frontier: tuple[beam.PCollection, ...]  # each (shard, SampleNodes)
+    adjacency: beam.PCollection  # (shard, Adjacency)
+
+
+class OpOutputs(typing.NamedTuple):
+    edges: beam.PCollection  # SampledEdges
+    frontier: beam.PCollection  # (shard, the op's targets): the next ops' frontier
+
+
+def _join(label: str, groups: dict, fn: beam.DoFn) -> beam.PCollection:
+    """`groups` ({name: (shard, value)}) joined by shard, then ParDo(fn): `label`/Join, /Apply."""
+    return groups | f"{label}/Join" >> beam.CoGroupByKey() | f"{label}/Apply" >> beam.ParDo(fn)
+
+
+def _targets(edges: SampledEdges) -> SampleNodes:
+    return SampleNodes(edges.sample, edges.dst, edges.time)
+
+
 class SampleOp(beam.PTransform):
-    """One sampling op: OpInputs (frontier parts x adjacency) -> SampledEdges (unkeyed)."""
+    """One sampling op: OpInputs (frontier parts x adjacency) -> OpOutputs."""
 
-    def __init__(self, op: Op, randomness: Randomness, kind: str | None = None):
+    def __init__(self, op: Op, randomness: Randomness, num_shards: int, kind: str | None = None):
         super().__init__()
         self._op = op
         self._randomness = randomness
+        self._num_shards = num_shards
         self._kind = kind  # the time kind of a temporal spec
 
     class _Sample(beam.DoFn):
+        """(shard, frontier + adjacency) -> SampledEdges."""
+
+        frontier_type = SampleNodes
+
         def __init__(self, op: Op, randomness: Randomness, kind: str | None = None):
             self._op = op
             self._randomness = randomness
@@ -238,132 +227,132 @@ class SampleOp(beam.PTransform):
         def process(self, shard_groups):
             _, groups = shard_groups
             adjacency = _one(groups["adjacency"], "adjacency")
-            frontier = SampleNodes.concat(list(groups["frontier"])).unique()
+            frontier = self.frontier_type.concat(list(groups["frontier"])).unique()
             if adjacency is None or len(frontier) == 0:
                 return
             self._frontier.update(len(frontier))
+            yield from self.sampled(adjacency, frontier)
+
+        def sampled(self, adjacency, frontier):
             edges = sample_op(adjacency, frontier, self._op, self._kind, self._randomness)
             self._sampled.inc(len(edges))
             if len(edges):
                 yield edges
 
-    def expand(self, inputs: OpInputs):
+    def sample(self, joined) -> OpOutputs:
+        edges = joined | "Sample" >> beam.ParDo(
+            self._Sample(self._op, self._randomness, self._kind)
+        )
+        targets = (
+            edges
+            | "Targets" >> beam.Map(_targets)
+            | "TargetsByShard" >> beam.ParDo(SplitSampleNodes(self._num_shards))
+        )
+        return OpOutputs(edges, targets)
+
+    def expand(self, inputs: OpInputs) -> OpOutputs:
         frontier = inputs.frontier | "Frontier" >> beam.Flatten()
-        return (
-            {"frontier": frontier, "adjacency": inputs.adjacency}
-            | "Join" >> beam.CoGroupByKey()
-            | "Sample" >> beam.ParDo(self._Sample(self._op, self._randomness, self._kind))
+        return self.sample(
+            {"frontier": frontier, "adjacency": inputs.adjacency} | "Join" >> beam.CoGroupByKey()
         )
 
 
-@beam.typehints.with_output_types(SharedNodeRows)
-class LookupNodes(beam.PTransform):
-    """NodeRequests ((shard, SampleNodes) x (shard, NodeTable)) -> SharedNodeRows."""
+class _Lookup(beam.DoFn):
+    """(shard, requests (SampleNodes) + NodeTable) -> SharedNodeRows."""
 
     def __init__(self, node_set: str):
-        super().__init__()
-        self._node_set = node_set
+        self._missing = Metrics.counter(NAMESPACE, f"nodes_not_in_node_set/{node_set}")
 
-    class _Lookup(beam.DoFn):
-        def __init__(self, node_set: str):
-            self._missing = Metrics.counter(NAMESPACE, f"nodes_not_in_node_set/{node_set}")
-
-        def process(self, shard_groups):
-            _, groups = shard_groups
-            table = _one(groups["table"], "node table")
-            requests = SampleNodes.concat(list(groups["requests"]))
-            if len(requests) == 0:
-                return
-            if table is None:
-                self._missing.inc(len(requests.unique()))
-                return
-            rows, missing = SharedNodeRows.looked_up(table, requests)
-            self._missing.inc(missing)
-            if len(rows):
-                yield rows
-
-    def expand(self, inputs: NodeRequests):
-        return (
-            {"requests": inputs.requests, "table": inputs.tables}
-            | "Join" >> beam.CoGroupByKey()
-            | "Lookup" >> beam.ParDo(self._Lookup(self._node_set))
-        )
+    def process(self, shard_groups):
+        _, groups = shard_groups
+        table = _one(groups["table"], "node table")
+        requests = SampleNodes.concat(list(groups["requests"]))
+        if len(requests) == 0:
+            return
+        if table is None:
+            self._missing.inc(len(requests.unique()))
+            return
+        rows, missing = SharedNodeRows.looked_up(table, requests)
+        self._missing.inc(missing)
+        if len(rows):
+            yield rows
 
 
-@beam.typehints.with_output_types(SampledEdges)
-class InducedEdges(beam.PTransform):
-    """Node aggregation: InducedInputs -> every out-edge of every sampled source node (SampledEdges)."""
+class _AllEdges(beam.DoFn):
+    """Node aggregation: (shard, nodes + adjacency) -> every out-edge of the nodes."""
 
-    class _AllEdges(beam.DoFn):
-        def process(self, shard_groups):
-            _, groups = shard_groups
-            adjacency = _one(groups["adjacency"], "adjacency")
-            frontier = SampleNodes.concat(list(groups["nodes"])).unique()
-            if adjacency is not None and len(frontier):
-                edges = all_out_edges(adjacency, frontier)
-                if len(edges):
-                    yield edges
+    def process(self, shard_groups):
+        _, groups = shard_groups
+        adjacency = _one(groups["adjacency"], "adjacency")
+        frontier = SampleNodes.concat(list(groups["nodes"])).unique()
+        if adjacency is not None and len(frontier):
+            edges = all_out_edges(adjacency, frontier)
+            if len(edges):
+                yield edges
 
-    def expand(self, inputs: InducedInputs):
-        return (
-            {"nodes": inputs.nodes, "adjacency": inputs.adjacency}
-            | "Join" >> beam.CoGroupByKey()
-            | "AllEdges" >> beam.ParDo(self._AllEdges())
-        )
+
+class Assemble(beam.DoFn):
+    """(bucket, pieces) -> (bucket, chunk, [serialized tf.Example]) of node seeds; a kind of
+    seed overrides `first_kind`, `output_schema` and `chunks`."""
+
+    first_kind = SEEDS  # the ToBuckets kind of the seeds' pieces
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None):
+        self._graph = graph
+        self._plan = plan
+        self._folder = folder  # of the pieces that ToBuckets put in files
+        self._specs = None
+        self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
+        self._sizes = SizeCounters()
+
+    def output_schema(self):
+        return self._graph.schema
+
+    def setup(self):
+        schema = temporal.output_schema(self.output_schema(), self._plan.seed_time)
+        self._specs = encode_specs(schema)
+
+    def chunks(self, seeds, nodes, edges, counters):
+        seeds = Seeds.concat(seeds)
+        self._bucket_samples.update(len(seeds))
+        chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
+        if self._plan.seed_time is not None:
+            chunks = (temporal.with_chunk_seed_times(c, self._plan) for c in chunks)
+            if self._plan.aggregation == NODE:
+                chunks = (temporal.filter_induced(c, self._plan) for c in chunks)
+        return chunks
+
+    def process(self, bucket_pieces):
+        bucket, pieces = bucket_pieces
+        firsts, nodes, edges = bucket_parts(pieces, self.first_kind, self._folder)
+        counters = collections.Counter()
+        chunks = self.chunks(firsts, nodes, edges, counters)
+        yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
+        self._sizes.flush(counters)
+        del firsts, nodes, edges, chunks
+        release_free_memory()  # a bundle assembles many buckets (sampler.memory)
 
 
 @beam.typehints.with_output_types(RecordBatch)
 class AssembleExamples(beam.PTransform):
     """(bucket, pieces) -> (bucket, chunk, [serialized GraphTensor tf.Example]) batches."""
 
-    def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None = None):
+    def __init__(self, fn: Assemble):
         super().__init__()
-        self._graph = graph
-        self._plan = plan
-        self._folder = folder  # of the pieces that ToBuckets put in files
-
-    class _Assemble(beam.DoFn):
-        def __init__(self, graph: GraphInfo, plan: SamplingPlan, folder: str | None):
-            self._graph = graph
-            self._plan = plan
-            self._folder = folder
-            self._specs = None
-            self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
-            self._sizes = SizeCounters()
-
-        def setup(self):
-            self._specs = encode_specs(
-                temporal.output_schema(self._graph.schema, self._plan.seed_time)
-            )
-
-        def process(self, bucket_pieces):
-            bucket, pieces = bucket_pieces
-            seeds, nodes, edges = bucket_parts(pieces, SEEDS, self._folder)
-            seeds = Seeds.concat(seeds)
-            self._bucket_samples.update(len(seeds))
-            counters = collections.Counter()
-            chunks = assemble_chunks(self._graph, self._plan, seeds, nodes, edges, counters)
-            if self._plan.seed_time is not None:
-                chunks = (temporal.with_chunk_seed_times(c, self._plan) for c in chunks)
-                if self._plan.aggregation == NODE:
-                    chunks = (temporal.filter_induced(c, self._plan) for c in chunks)
-            yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
-            self._sizes.flush(counters)
-            del seeds, nodes, edges, chunks
-            release_free_memory()  # a bundle assembles many buckets (sampler.memory)
+        self._fn = fn
 
     def expand(self, pieces):
         return (
             pieces
             | "Flatten" >> beam.Flatten()
             | "Group" >> beam.GroupByKey()
-            | "Encode" >> beam.ParDo(self._Assemble(self._graph, self._plan, self._folder))
+            | "Encode" >> beam.ParDo(self._fn)
         )
 
 
-@beam.typehints.with_output_types(RecordBatch)
-class SampleSubgraphs(beam.PTransform):
-    """SamplingInputs -> RecordBatch (bucket, chunk, [serialized tf.Example]), hop by hop."""
+class Sampling(beam.PTransform):
+    """SamplingInputs -> RecordBatch: what the placements that sample from the sharded tables
+    (SampleSubgraphs, topology.SampleTopologyOnWorkers) are made with."""
 
     def __init__(
         self,
@@ -373,7 +362,6 @@ class SampleSubgraphs(beam.PTransform):
         randomness: Randomness,
         num_shards: int,
         num_buckets: int,
-        folder: str | None = None,
     ):
         super().__init__()
         self._graph = graph
@@ -381,60 +369,82 @@ class SampleSubgraphs(beam.PTransform):
         self._randomness = randomness
         self._num_shards = num_shards
         self._num_buckets = num_buckets
+
+
+@beam.typehints.with_output_types(RecordBatch)
+class SampleSubgraphs(Sampling):
+    """SamplingInputs -> RecordBatch (bucket, chunk, [serialized tf.Example]), hop by hop.
+
+    The path of every kind of seed: a kind (sharded_links.SampleLinkSubgraphs) overrides
+    `seeds`, `sample_op`, `request_nodes` and `assembler`."""
+
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, *, folder: str | None = None, **kw):
+        super().__init__(graph, plan, **kw)
         self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
 
-    def expand(self, inputs: SamplingInputs):
-        seeds, tables, adjacency = inputs.seeds, inputs.tables, inputs.adjacency
-        graph, plan, buckets, folder = self._graph, self._plan, self._num_buckets, self._folder
+    def seeds(self, inputs: SamplingInputs) -> tuple[beam.PCollection, dict]:
+        """The seeds' pieces for the assembly (unkeyed batches), and node set -> the seed op's
+        frontier there ((shard, SampleNodes)), each seed's time from its node's row."""
+        seeds, plan = inputs.seeds, self._plan
         if plan.seed_time is None:
             seed_nodes = seeds | "SeedNodes" >> beam.MapTuple(
                 lambda s, b: (s, SampleNodes(b.sample, b.node))
             )
-        else:  # each seed's time, from its node's row on its shard
-            seed_nodes = (
-                {"seeds": seeds, "table": tables[plan.seed_set]}
-                | "SeedTimes/Join" >> beam.CoGroupByKey()
-                | "SeedTimes" >> beam.ParDo(_SeedTimes(plan.seed_time.feature))
-            )
+        else:
+            groups = {"seeds": seeds, "table": inputs.tables[plan.seed_set]}
+            seed_nodes = _join("SeedTimes", groups, _SeedTimes(plan.seed_time.feature))
+        return seeds | "SeedsToBuckets" >> beam.Values(), {plan.seed_set: seed_nodes}
+
+    def sample_op(self, op: Op, kind: str | None) -> SampleOp:
+        return SampleOp(op, self._randomness, self._num_shards, kind)
+
+    def request_nodes(self, name: str, requests: beam.PCollection) -> beam.PCollection:
+        """An op's frontier (or the seed frontier) -> (shard, SampleNodes) to look up."""
+        return requests
+
+    def assembler(self) -> Assemble:
+        return Assemble(self._graph, self._plan, self._folder)
+
+    def expand(self, inputs: SamplingInputs):
+        tables, adjacency = inputs.tables, inputs.adjacency
+        graph, plan, buckets, folder = self._graph, self._plan, self._num_buckets, self._folder
+        firsts, seed_frontier = self.seeds(inputs)
         kind = None if plan.seed_time is None else plan.seed_time.kind
-        produced = {plan.seed_op: seed_nodes}
-        sampled = collections.defaultdict(list)
+        produced, sampled = {}, collections.defaultdict(list)
         for op in plan.ops:
-            frontier = OpInputs(tuple(produced[name] for name in op.inputs), adjacency[op.edge_set])
-            edges = frontier | f"Op/{op.name}" >> SampleOp(op, self._randomness, kind)
-            sampled[op.edge_set].append(edges)
-            produced[op.name] = (
-                edges
-                | f"Targets/{op.name}" >> beam.Map(lambda e: SampleNodes(e.sample, e.dst, e.time))
-                | f"TargetsByShard/{op.name}" >> beam.ParDo(SplitSampleNodes(self._num_shards))
+            parts = tuple(
+                seed_frontier[op.source] if name == plan.seed_op else produced[name]
+                for name in op.inputs
             )
-        pieces = [
-            seeds
-            | "SeedsToBuckets" >> beam.Values()
-            | "SeedBuckets" >> beam.ParDo(ToBuckets(SEEDS, "", buckets))
-        ]
+            step = OpInputs(parts, adjacency[op.edge_set]) | f"Op/{op.name}" >> self.sample_op(
+                op, kind
+            )
+            sampled[op.edge_set].append(step.edges)
+            produced[op.name] = step.frontier
+        first_kind = self.assembler().first_kind
+        pieces = [firsts | "SeedBuckets" >> beam.ParDo(ToBuckets(first_kind, "", buckets))]
         rows = {}
         for name in graph.node_sets:
-            requests = [produced[op] for op in produced if plan.output_set(op) == name]
+            requests = [seed_frontier[name]] if name in seed_frontier else []
+            requests += [produced[op.name] for op in plan.ops if op.target == name]
             if not requests:
                 continue
-            rows[name] = NodeRequests(
-                tuple(requests) | f"Requests/{name}" >> beam.Flatten(), tables[name]
-            ) | f"Nodes/{name}" >> LookupNodes(name)
+            nodes = tuple(requests) | f"Requests/{name}" >> beam.Flatten()
+            groups = {"requests": self.request_nodes(name, nodes), "table": tables[name]}
+            rows[name] = _join(f"Nodes/{name}", groups, _Lookup(name))
             pieces.append(
                 rows[name]
                 | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, folder))
             )
         shards_ = self._num_shards
         pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
-        return tuple(pieces) | "Assemble" >> AssembleExamples(graph, plan, folder)
+        return tuple(pieces) | "Assemble" >> AssembleExamples(self.assembler())
 
 
 def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, folder) -> list:
     """The sampled edges (edge set -> [SampledEdges PCollections]) sent to their buckets (by
     files in `folder` unless None: ToBuckets); with node aggregation, instead every edge
-    induced among the nodes found (`rows`: node set -> its looked-up rows). Applied inside a
-    composite's expand (its labels are the caller's)."""
+    induced among the nodes found (`rows`: node set -> its looked-up rows)."""
     if plan.aggregation == NODE:
         sampled = {}
         for name, info in graph.edge_sets.items():
@@ -446,8 +456,8 @@ def edge_pieces(graph, plan, rows, sampled, adjacency, num_shards, buckets, fold
                 >> beam.Map(lambda r: SampleNodes(r.sample, r.rows.fp[r.inverse]))
                 | f"PresentByShard/{name}" >> beam.ParDo(SplitSampleNodes(num_shards))
             )
-            induced = InducedInputs(present, adjacency[name])
-            sampled[name] = [induced | f"Induced/{name}" >> InducedEdges()]
+            groups = {"nodes": present, "adjacency": adjacency[name]}
+            sampled[name] = [_join(f"Induced/{name}", groups, _AllEdges())]
     return [
         edges | f"EdgeBuckets/{name}/{i}" >> beam.ParDo(ToBuckets(EDGES, name, buckets, folder))
         for name, parts in sampled.items()

@@ -32,21 +32,16 @@ from sampler.batches import SampleNodes
 from sampler.beam.packing import packed, unpacked
 from sampler.beam.sample.sharded import (
     NAMESPACE,
-    NODES,
-    LookupNodes,
-    NodeRequests,
+    Assemble,
+    OpOutputs,
     RecordBatch,
+    SampleOp,
+    SampleSubgraphs,
     SamplingInputs,
     SizeCounters,
-    ToBuckets,
     _one,
-    bucket_parts,
-    edge_pieces,
-    encoded_chunk_batches,
 )
-from sampler.memory import release_free_memory
-from sampler.sample import link, link_sharded, temporal
-from sampler.sample.encode import encode_specs
+from sampler.sample import link, link_sharded
 from sampler.sample.plan import Op, SamplingPlan
 from sampler.sample.randomness import Randomness
 from sampler.sample.sampling import sample_op
@@ -55,93 +50,44 @@ from sampler.schema import GraphInfo
 LINKS = "links"  # the shuffle kind of LinkExamples sent to their bucket
 
 
-def _flush(counters: collections.Counter) -> None:
-    for name, value in counters.items():
-        Metrics.counter(NAMESPACE, name).inc(value)
+def _endpoint_requests(seeds: link.LinkSeeds, end: str, num_shards: int):
+    """LinkSeeds -> (shard of the endpoint `end`, SampleNodes(sample, endpoint))."""
+    nodes = getattr(seeds, end)
+    for shard, index in shards.by_shard(nodes, num_shards):
+        yield shard, SampleNodes(seeds.sample[index], nodes[index])
 
 
-class _EndpointRequests(beam.DoFn):
-    """LinkSeeds -> (shard of the endpoint, SampleNodes(sample, endpoint))."""
-
-    def __init__(self, end: str, num_shards: int):
-        self._end = end
-        self._num_shards = num_shards
-
-    def process(self, seeds: link.LinkSeeds):
-        nodes = getattr(seeds, self._end)
-        for shard, index in shards.by_shard(nodes, self._num_shards):
-            yield shard, SampleNodes(seeds.sample[index], nodes[index])
+def _to_buckets(tag: str, sample, values, num_buckets: int):
+    """(bucket, packed((tag, (sample keys, values)))) of each bucket's rows."""
+    for bucket, index in shards.by_bucket(sample, num_buckets):
+        yield bucket, packed((tag, (sample[index], values[index])))
 
 
-class _EndpointIds(beam.DoFn):
-    """(shard, requests + table) -> (bucket, packed((end, (sample keys, ids)))) of those found."""
-
-    def __init__(self, end: str, num_buckets: int):
-        self._end = end
-        self._num_buckets = num_buckets
-
-    def process(self, shard_groups):
-        _, groups = shard_groups
-        table = _one(groups["table"], "node table")
-        sample, names = link_sharded.endpoint_ids(
-            table, SampleNodes.concat(list(groups["requests"]))
-        )
-        for bucket, index in shards.by_bucket(sample, self._num_buckets):
-            yield bucket, packed((self._end, (sample[index], names[index])))
+def _endpoint_ids(shard_groups, end: str, num_buckets: int):
+    """(shard, requests + table) -> the ids of the endpoints `end` found, to their buckets."""
+    groups = shard_groups[1]
+    table = _one(groups["table"], "node table")
+    requests = SampleNodes.concat(list(groups["requests"]))
+    return _to_buckets(end, *link_sharded.endpoint_ids(table, requests), num_buckets)
 
 
-class _SeedsBySource(beam.DoFn):
-    """LinkSeeds -> (shard of the source, LinkSeeds)."""
-
-    def __init__(self, num_shards: int):
-        self._num_shards = num_shards
-
-    def process(self, seeds: link.LinkSeeds):
-        for shard, index in shards.by_shard(seeds.source, self._num_shards):
-            yield shard, seeds.take(index)
+def _seeds_by_source(seeds: link.LinkSeeds, num_shards: int):
+    for shard, index in shards.by_shard(seeds.source, num_shards):
+        yield shard, seeds.take(index)
 
 
-class _SeedTimes(beam.DoFn):
-    """(shard, seeds + seed edge set adjacency) -> (bucket, packed(("time", (sample keys,
-    times)))) of the seeds whose pair is an edge."""
-
-    def __init__(self, feature: str, num_buckets: int):
-        self._feature = feature
-        self._num_buckets = num_buckets
-
-    def process(self, shard_groups):
-        _, groups = shard_groups
-        seeds = link.LinkSeeds.concat(list(groups["seeds"]))
-        adjacency = _one(groups["adjacency"], "adjacency")
-        sample, times = link_sharded.seed_times(adjacency, seeds, self._feature)
-        for bucket, index in shards.by_bucket(sample, self._num_buckets):
-            yield bucket, packed(("time", (sample[index], times[index])))
+def _seed_times(shard_groups, feature: str, num_buckets: int):
+    """(shard, seeds + seed edge set adjacency) -> the times of the seeds whose pair is an
+    edge, to their buckets."""
+    groups = shard_groups[1]
+    seeds = link.LinkSeeds.concat(list(groups["seeds"]))
+    adjacency = _one(groups["adjacency"], "adjacency")
+    return _to_buckets("time", *link_sharded.seed_times(adjacency, seeds, feature), num_buckets)
 
 
-class _SeedsToBuckets(beam.DoFn):
-    def __init__(self, num_buckets: int):
-        self._num_buckets = num_buckets
-
-    def process(self, seeds: link.LinkSeeds):
-        for bucket, index in shards.by_bucket(seeds.sample, self._num_buckets):
-            yield bucket, packed(("seeds", seeds.take(index)))
-
-
-class _SumCounts(beam.CombineFn):
-    def __init__(self, size: int):
-        self._size = size
-
-    def create_accumulator(self):
-        return np.zeros(self._size, np.int64)
-
-    def add_input(self, acc, counts):
-        return acc + counts
-
-    def merge_accumulators(self, accs):
-        return sum(accs, self.create_accumulator())
-
-    def extract_output(self, acc):
-        return acc
+def _seeds_to_buckets(seeds: link.LinkSeeds, num_buckets: int):
+    for bucket, index in shards.by_bucket(seeds.sample, num_buckets):
+        yield bucket, packed(("seeds", seeds.take(index)))
 
 
 class _Positives(beam.DoFn):
@@ -173,34 +119,25 @@ class _Positives(beam.DoFn):
                 examples, self._negatives, counts, self._randomness, counters
             ):
                 yield beam.pvalue.TaggedOutput("requests", (group, requests))
-        _flush(counters)
+        SizeCounters().flush(counters)
 
 
-class _ByRange(beam.DoFn):
+def _by_range(shard_table, bits: int):
     """(shard, NodeTable) -> (range, (fps, ids)) of the target set."""
-
-    def __init__(self, bits: int):
-        self._bits = bits
-
-    def process(self, shard_table):
-        rows = shard_table[1].rows
-        groups = link_sharded.range_of(rows.fp, self._bits)
-        for group, index in shards.split_index(groups, 1 << self._bits):
-            yield group, (rows.fp[index], rows.ids[index])
+    rows = shard_table[1].rows
+    for group, index in shards.split_index(link_sharded.range_of(rows.fp, bits), 1 << bits):
+        yield group, (rows.fp[index], rows.ids[index])
 
 
-class _ResolveNegatives(beam.DoFn):
-    def process(self, range_groups):
-        _, groups = range_groups
-        requests = list(groups["requests"])
-        if not requests:
-            return
+def _resolve_negatives(range_groups):
+    groups = range_groups[1]
+    requests = list(groups["requests"])
+    if requests:
         nodes = list(groups["nodes"])
         fps = np.concatenate([n[0] for n in nodes])
         names = np.concatenate([n[1] for n in nodes])
-        yield link_sharded.resolve_negatives(
-            link_sharded.NegativeRequests.concat(requests), fps, names
-        )
+        requests = link_sharded.NegativeRequests.concat(requests)
+        yield link_sharded.resolve_negatives(requests, fps, names)
 
 
 class _CountEdges(beam.DoFn):
@@ -220,40 +157,26 @@ class _CountEdges(beam.DoFn):
         self._edges.inc(int(link_sharded.has_edges(adjacency, source, target).sum()))
 
 
-class _Frontier(beam.DoFn):
+def _frontier(examples: link_sharded.LinkExamples, ends: tuple[str, ...], num_shards: int):
     """LinkExamples -> (shard, PairNodes) of the endpoints `ends`."""
-
-    def __init__(self, ends: tuple[str, ...], num_shards: int):
-        self._ends = ends
-        self._num_shards = num_shards
-
-    def process(self, examples: link_sharded.LinkExamples):
-        for end in self._ends:
-            rows = examples.pair_nodes(end)
-            for shard, index in shards.by_shard(rows.node, self._num_shards):
-                yield shard, rows.take(index)
+    for end in ends:
+        rows = examples.pair_nodes(end)
+        for shard, index in shards.by_shard(rows.node, num_shards):
+            yield shard, rows.take(index)
 
 
-class _SampleLinkOp(beam.DoFn):
+class _SampleLinkOp(SampleOp._Sample):
     """(shard, PairNodes frontier + adjacency) -> SampledEdges less the samples' seed edges
     (`orientation`, None to keep them), and the next frontier on the output `frontier`."""
 
+    frontier_type = link_sharded.PairNodes
+
     def __init__(self, op: Op, randomness: Randomness, num_shards: int, orientation, kind=None):
-        self._op = op
-        self._randomness = randomness
+        super().__init__(op, randomness, kind)
         self._num_shards = num_shards
         self._orientation = orientation
-        self._kind = kind  # the time kind of a temporal spec
-        self._frontier = Metrics.distribution(NAMESPACE, f"frontier_rows/{op.name}")
-        self._sampled = Metrics.counter(NAMESPACE, f"sampled_edges/{op.name}")
 
-    def process(self, shard_groups):
-        _, groups = shard_groups
-        adjacency = _one(groups["adjacency"], "adjacency")
-        frontier = link_sharded.PairNodes.concat(list(groups["frontier"])).unique()
-        if adjacency is None or len(frontier) == 0:
-            return
-        self._frontier.update(len(frontier))
+    def sampled(self, adjacency, frontier):
         nodes = frontier.nodes()
         nodes.time = frontier.time
         edges = sample_op(adjacency, nodes, self._op, self._kind, self._randomness)
@@ -270,89 +193,71 @@ class _SampleLinkOp(beam.DoFn):
             yield beam.pvalue.TaggedOutput("frontier", (shard, after.take(index)))
 
 
-class _AssembleLinks(beam.DoFn):
+class _LinkOp(SampleOp):
+    def __init__(self, op, randomness, num_shards, orientation, kind=None):
+        super().__init__(op, randomness, num_shards, kind)
+        self._orientation = orientation
+
+    def sample(self, joined) -> OpOutputs:
+        fn = _SampleLinkOp(
+            self._op, self._randomness, self._num_shards, self._orientation, self._kind
+        )
+        step = joined | "Sample" >> beam.ParDo(fn).with_outputs("frontier", main="edges")
+        return OpOutputs(step.edges, step.frontier)
+
+
+class _AssembleLinks(Assemble):
     """(bucket, pieces) -> (bucket, chunk, [serialized tf.Example]) of link examples."""
 
+    first_kind = LINKS
+
     def __init__(self, graph: GraphInfo, plan: SamplingPlan, keep_seed_edges: bool, folder):
-        self._graph = graph
-        self._plan = plan
+        super().__init__(graph, plan, folder)
         self._keep = keep_seed_edges
-        self._folder = folder  # of the pieces that ToBuckets put in files
-        self._specs = None
-        self._sizes = SizeCounters()
 
-    def setup(self):
-        schema = link.link_output_schema(self._graph.schema, self._plan)
-        self._specs = encode_specs(temporal.output_schema(schema, self._plan.seed_time))
+    def output_schema(self):
+        return link.link_output_schema(self._graph.schema, self._plan)
 
-    def process(self, bucket_pieces):
-        bucket, pieces = bucket_pieces
-        examples, nodes, edges = bucket_parts(pieces, LINKS, self._folder)
-        counters = collections.Counter()
-        chunks = link_sharded.assemble_link_chunks(
-            self._graph,
-            self._plan,
-            link_sharded.LinkExamples.concat(examples),
-            nodes,
-            edges,
-            counters,
-            self._keep,
+    def chunks(self, examples, nodes, edges, counters):
+        examples = link_sharded.LinkExamples.concat(examples)
+        return link_sharded.assemble_link_chunks(
+            self._graph, self._plan, examples, nodes, edges, counters, self._keep
         )
-        yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
-        self._sizes.flush(counters)
-        del examples, nodes, edges, chunks
-        release_free_memory()
 
 
 @beam.typehints.with_output_types(RecordBatch)
-class SampleLinkSubgraphs(beam.PTransform):
+class SampleLinkSubgraphs(SampleSubgraphs):
     """SamplingInputs with (shard, LinkSeeds) seeds -> RecordBatch, hop by hop."""
 
-    def __init__(
-        self,
-        graph: GraphInfo,
-        plan: SamplingPlan,
-        *,
-        randomness: Randomness,
-        num_shards: int,
-        num_buckets: int,
-        negatives: int = 0,
-        keep_seed_edges: bool = False,
-        folder: str | None = None,
-    ):
-        super().__init__()
-        self._folder = folder  # where node rows and edges wait for the assembly (ToBuckets)
-        self._graph = graph
-        self._plan = plan
-        self._randomness = randomness
-        self._num_shards = num_shards
-        self._num_buckets = num_buckets
+    def __init__(self, graph, plan, *, negatives: int = 0, keep_seed_edges: bool = False, **kw):
+        super().__init__(graph, plan, **kw)
         self._negatives = negatives
         self._keep = keep_seed_edges
+        self._orientations = {} if keep_seed_edges else link.seed_edge_orientations(graph, plan)
 
     def _examples(self, inputs: SamplingInputs):
         """Positive and negative LinkExamples (unkeyed batches)."""
         link_seed, num_shards, buckets = self._plan.link, self._num_shards, self._num_buckets
         seeds = inputs.seeds | "LinkSeeds" >> beam.Values()
-        pieces = [seeds | "SeedsToBuckets" >> beam.ParDo(_SeedsToBuckets(buckets))]
+        pieces = [seeds | "SeedsToBuckets" >> beam.FlatMap(_seeds_to_buckets, buckets)]
         for end, node_set in (("source", link_seed.source), ("target", link_seed.target)):
-            requests = seeds | f"EndpointRequests/{end}" >> beam.ParDo(
-                _EndpointRequests(end, num_shards)
+            requests = seeds | f"EndpointRequests/{end}" >> beam.FlatMap(
+                _endpoint_requests, end, num_shards
             )
             pieces.append(
                 {"requests": requests, "table": inputs.tables[node_set]}
                 | f"EndpointJoin/{end}" >> beam.CoGroupByKey()
-                | f"EndpointIds/{end}" >> beam.ParDo(_EndpointIds(end, buckets))
+                | f"EndpointIds/{end}" >> beam.FlatMap(_endpoint_ids, end, buckets)
             )
         timed = self._plan.seed_time is not None
         if timed:
             pieces.append(
                 {
-                    "seeds": seeds | "SeedsBySource" >> beam.ParDo(_SeedsBySource(num_shards)),
+                    "seeds": seeds | "SeedsBySource" >> beam.FlatMap(_seeds_by_source, num_shards),
                     "adjacency": inputs.adjacency[link_seed.edge_set],
                 }
                 | "SeedTimesJoin" >> beam.CoGroupByKey()
-                | "SeedTimes" >> beam.ParDo(_SeedTimes(self._plan.seed_time.feature, buckets))
+                | "SeedTimes" >> beam.FlatMap(_seed_times, self._plan.seed_time.feature, buckets)
             )
         grouped = pieces | "Endpoints" >> beam.Flatten() | "EndpointsByBucket" >> beam.GroupByKey()
         positives = _Positives(self._negatives, self._randomness, timed)
@@ -363,7 +268,8 @@ class SampleLinkSubgraphs(beam.PTransform):
         counts = (
             targets
             | "TargetCounts" >> beam.Map(lambda st: link_sharded.range_counts(st[1].rows.fp, bits))
-            | "TargetCountsSum" >> beam.CombineGlobally(_SumCounts(1 << bits))
+            | "TargetCountsSum"
+            >> beam.CombineGlobally(lambda parts: sum(parts, np.zeros(1 << bits, np.int64)))
         )
         made = grouped | "Positives" >> beam.ParDo(
             positives, beam.pvalue.AsSingleton(counts)
@@ -371,10 +277,10 @@ class SampleLinkSubgraphs(beam.PTransform):
         negatives = (
             {
                 "requests": made.requests,
-                "nodes": targets | "TargetRanges" >> beam.ParDo(_ByRange(bits)),
+                "nodes": targets | "TargetRanges" >> beam.FlatMap(_by_range, bits),
             }
             | "NegativeJoin" >> beam.CoGroupByKey()
-            | "Negatives" >> beam.ParDo(_ResolveNegatives())
+            | "Negatives" >> beam.FlatMap(_resolve_negatives)
         )
         _ = (
             {
@@ -393,63 +299,27 @@ class SampleLinkSubgraphs(beam.PTransform):
         )
         return (made.examples, negatives) | "Examples" >> beam.Flatten()
 
-    def expand(self, inputs: SamplingInputs):
-        graph, plan, buckets = self._graph, self._plan, self._num_buckets
-        tables, adjacency = inputs.tables, inputs.adjacency
+    def seeds(self, inputs: SamplingInputs):
         examples = self._examples(inputs)
         ends_of = {}
-        for end, node_set in (("source", plan.link.source), ("target", plan.link.target)):
+        for end, node_set in (
+            ("source", self._plan.link.source),
+            ("target", self._plan.link.target),
+        ):
             ends_of.setdefault(node_set, []).append(end)
         seed_frontier = {
             name: examples
-            | f"SeedFrontier/{name}" >> beam.ParDo(_Frontier(tuple(ends), self._num_shards))
+            | f"SeedFrontier/{name}" >> beam.FlatMap(_frontier, tuple(ends), self._num_shards)
             for name, ends in ends_of.items()
         }
-        orientations = {} if self._keep else link.seed_edge_orientations(graph, plan)
-        kind = None if plan.seed_time is None else plan.seed_time.kind
-        produced, sampled = {}, collections.defaultdict(list)
-        for op in plan.ops:
-            parts = tuple(
-                seed_frontier[op.source] if name == plan.seed_op else produced[name]
-                for name in op.inputs
-            )
-            step = (
-                {
-                    "frontier": parts | f"Frontier/{op.name}" >> beam.Flatten(),
-                    "adjacency": adjacency[op.edge_set],
-                }
-                | f"Op/{op.name}/Join" >> beam.CoGroupByKey()
-                | f"Op/{op.name}/Sample"
-                >> beam.ParDo(
-                    _SampleLinkOp(
-                        op, self._randomness, self._num_shards, orientations.get(op.edge_set), kind
-                    )
-                ).with_outputs("frontier", main="edges")
-            )
-            sampled[op.edge_set].append(step.edges)
-            produced[op.name] = step.frontier
-        pieces = [examples | "ExampleBuckets" >> beam.ParDo(ToBuckets(LINKS, "", buckets))]
-        rows = {}
-        for name in graph.node_sets:
-            requests = [seed_frontier[name]] if name in seed_frontier else []
-            requests += [produced[op.name] for op in plan.ops if op.target == name]
-            if not requests:
-                continue
-            nodes = (
-                tuple(requests)
-                | f"Requests/{name}" >> beam.Flatten()
-                | f"RequestNodes/{name}" >> beam.MapTuple(lambda s, p: (s, p.nodes()))
-            )
-            rows[name] = NodeRequests(nodes, tables[name]) | f"Nodes/{name}" >> LookupNodes(name)
-            pieces.append(
-                rows[name]
-                | f"NodeBuckets/{name}" >> beam.ParDo(ToBuckets(NODES, name, buckets, self._folder))
-            )
-        shards_, folder = self._num_shards, self._folder
-        pieces += edge_pieces(graph, plan, rows, sampled, adjacency, shards_, buckets, folder)
-        return (
-            tuple(pieces)
-            | "Flatten" >> beam.Flatten()
-            | "Group" >> beam.GroupByKey()
-            | "Encode" >> beam.ParDo(_AssembleLinks(graph, plan, self._keep, folder))
-        )
+        return examples, seed_frontier
+
+    def sample_op(self, op: Op, kind: str | None) -> SampleOp:
+        orientation = self._orientations.get(op.edge_set)
+        return _LinkOp(op, self._randomness, self._num_shards, orientation, kind)
+
+    def request_nodes(self, name: str, requests):
+        return requests | f"RequestNodes/{name}" >> beam.MapTuple(lambda s, p: (s, p.nodes()))
+
+    def assembler(self) -> Assemble:
+        return _AssembleLinks(self._graph, self._plan, self._keep, self._folder)

@@ -31,6 +31,7 @@ from sampler.beam.sample.sharded import (
     NAMESPACE,
     SHUFFLE_SENT,
     RecordBatch,
+    Sampling,
     SamplingInputs,
     _one,
     count_received,
@@ -41,7 +42,6 @@ from sampler.sample.encode import encode_specs
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.in_memory import NodeSeedSampling
 from sampler.sample.plan import SamplingPlan
-from sampler.sample.randomness import Randomness
 from sampler.sample.subgraph import chunk_of
 from sampler.sample.topology import (
     FeatureRows,
@@ -152,26 +152,11 @@ def _packed(kind: str):
 
 
 @beam.typehints.with_output_types(RecordBatch)
-class SampleTopologyOnWorkers(beam.PTransform):
+class SampleTopologyOnWorkers(Sampling):
     """SamplingInputs -> RecordBatch: sample on the topology, then join node features once."""
 
-    def __init__(
-        self,
-        graph: GraphInfo,
-        plan: SamplingPlan,
-        *,
-        randomness: Randomness,
-        num_shards: int,
-        num_buckets: int,
-        chunk_size: int = 512,
-        kernel=None,
-    ):
-        super().__init__()
-        self._graph = graph
-        self._plan = plan
-        self._randomness = randomness
-        self._num_shards = num_shards
-        self._num_buckets = num_buckets
+    def __init__(self, graph: GraphInfo, plan: SamplingPlan, *, chunk_size=512, kernel=None, **kw):
+        super().__init__(graph, plan, **kw)
         self._chunk_size = chunk_size
         self._kernel = kernel or NodeSeedSampling()
 
@@ -191,7 +176,7 @@ class SampleTopologyOnWorkers(beam.PTransform):
         )
         keep = temporal.time_features(self._plan)
         sampled = sample_buckets(
-            graph, inputs, fn, self._num_buckets, handle, tag, True, tuple(sets), keep
+            graph, inputs, fn, self._num_buckets, handle, tag, tuple(sets), keep
         )
         pack = beam.MapTuple(_packed(SUBGRAPHS)).with_output_types(Part)
         pieces = [sampled[SUBGRAPHS] | "TagSubgraphs" >> pack]

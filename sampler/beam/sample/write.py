@@ -35,13 +35,6 @@ NAMESPACE = "sampler"
 _COPY_CHUNK = 1 << 24
 
 
-def _concat_local(target: str, parts: list[str]) -> None:
-    """Local files: the parts written to `target` straight to the disk where it takes
-    O_DIRECT writes, else copied by the kernel and handed to the disk as the shard grows
-    (sampler.io.streaming_file.concat_files): the shards do not fill the page cache."""
-    concat_files(target, parts)
-
-
 def _renamed(part: str, final: str) -> bool:
     """Whether the local `part` became `final` by a rename (False: remote, or on another
     filesystem; the caller copies it then)."""
@@ -60,17 +53,29 @@ def _renamed(part: str, final: str) -> bool:
     return True
 
 
-def _write_part(path: str, records: list[bytes]) -> None:
-    """One chunk's records as a TFRecord part file: a local part is written record by record
-    (no joined copy of the chunk); it is read back soon by the concatenation, so it stays in
-    the page cache."""
-    if has_scheme(path):
-        with FileSystems.create(path) as f:
-            f.write(tfrecord.frame(records))
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "wb", buffering=1 << 20) as f:
-        write_records(f, records)
+def _write_part(path: str, chunks, alone: bool = False, on_records=None) -> None:
+    """The record lists `chunks` as one TFRecord part file, in their order. A local part is
+    written record by record (no joined copy): `alone` (the shard's only part, renamed into
+    place) streamed to the disk, else left in the page cache for the concatenation soon."""
+    records = Metrics.counter(NAMESPACE, "records_written")
+    try:
+        remote = has_scheme(path)
+        if remote:
+            stream = FileSystems.create(path)
+        else:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            stream = StreamingFile(path) if alone else open(path, "wb", 1 << 20)
+        with stream as f:
+            for chunk in chunks:
+                if remote:  # one write a chunk: each write is a call into the client
+                    f.write(tfrecord.frame(chunk))
+                else:
+                    write_records(f, chunk)
+                records.inc(len(chunk))
+                if on_records is not None:
+                    on_records(len(chunk))
+    except OSError as e:
+        raise write_error(path, e) from e
 
 
 class ShardParts:
@@ -92,26 +97,7 @@ class ShardParts:
         `bucket`, in their order; `alone`: the bucket is its shard's only one."""
         name = f"part-{bucket:06d}-{uuid.uuid4().hex[:8]}"  # one per attempt
         path = FileSystems.join(self.temp_dir, name)
-        records = Metrics.counter(NAMESPACE, "records_written")
-        try:
-            remote = has_scheme(path)
-            if remote:
-                stream = FileSystems.create(path)
-            else:
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-                # a whole shard to the disk as it goes; a part of one kept cached for the copy
-                stream = StreamingFile(path) if alone else open(path, "wb", 1 << 20)
-            with stream as f:
-                for chunk in chunks:
-                    if remote:  # one write a chunk: each write is a call into the client
-                        f.write(tfrecord.frame(chunk))
-                    else:
-                        write_records(f, chunk)
-                    records.inc(len(chunk))
-                    if self._on_records is not None:
-                        self._on_records(len(chunk))
-        except OSError as e:
-            raise write_error(path, e) from e
+        _write_part(path, chunks, alone, self._on_records)
         return bucket % self.num_shards, (bucket, 0, path)
 
 
@@ -149,16 +135,11 @@ class WriteRecordShards(beam.PTransform):
         def __init__(self, temp_dir: str, num_shards: int):
             self._temp_dir = temp_dir
             self._num_shards = num_shards
-            self._records = Metrics.counter(NAMESPACE, "records_written")
 
         def process(self, element):
             bucket, chunk, records = element
             path = FileSystems.join(self._temp_dir, f"part-{bucket:06d}-{chunk:06d}")
-            try:
-                _write_part(path, records)
-            except OSError as e:
-                raise write_error(path, e) from e
-            self._records.inc(len(records))
+            _write_part(path, [records])
             yield bucket % self._num_shards, (bucket, chunk, path)
 
     class _Concat(beam.DoFn):
@@ -179,7 +160,7 @@ class WriteRecordShards(beam.PTransform):
                     sources = []  # nothing left to delete
                 elif all(not has_scheme(p) for p in [final, temp, *sources]):
                     os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
-                    _concat_local(temp, sources)
+                    concat_files(temp, sources)  # to the disk as the shard grows, not the cache
                     os.replace(temp, final)
                 elif gcs.can_compose(final, sources):  # no bytes through here; whole or none
                     scratch = f"{sources[0].rsplit('/', 1)[0]}/compose-{shard:05d}"  # temp
