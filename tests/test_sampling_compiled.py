@@ -214,3 +214,26 @@ def test_unique_parts_is_numpy_unique(n_rows):
     got = sample_jit.unique_parts(*dense._stacked(parts), n_rows)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 17, 31, 32, 33, 60])
+@pytest.mark.parametrize("targets", [3, 1000])
+def test_sort_run_is_a_stable_sort(length, targets):
+    """chunk_edges' sort of one frontier row's edges by (target, edge key), stable, against
+    numpy's lexsort: runs up to and past the short-run limit (32), targets that repeat (3
+    of them: the edge keys decide, some tied too) and that do not (1,000), inside arrays whose
+    entries outside the run stay as they were."""
+    rng = np.random.default_rng(length * 7 + targets)
+    a, b = 5, 5 + length
+    for _ in range(20):
+        dst = rng.integers(0, targets, b + 4).astype(np.int64)
+        key = rng.integers(0, 4, b + 4).astype(np.uint64)
+        pos = rng.permutation(b + 4).astype(np.int64)
+        order = a + np.lexsort((key[a:b], dst[a:b]))  # stable: ties keep their order
+        want = [x.copy() for x in (dst, pos, key)]
+        for x in want:
+            x[a:b] = x[order]
+        scratch = np.full(max(3 * 32, length), -1, np.int64)
+        sample_jit._sort_run(a, b, dst, pos, key, scratch)
+        for got, expected in zip((dst, pos, key), want, strict=True):
+            np.testing.assert_array_equal(got, expected)

@@ -238,8 +238,45 @@ def _sort_group(order, a, b, dst, key):
         order[y] = v
 
 
+# A run of at most this many edges is sorted by one int64 per edge, (target << _RUN_BITS) | its
+# place in the run, and the edges are moved once; a longer run, or one with two edges to one
+# target (the edge keys then decide), by `_sort_run_by_target_and_key`.
+_RUN_BITS = 5
+_SHORT_RUN = 1 << _RUN_BITS
+
+
 @njit
-def _sort_run(a, b, dst, pos, key):
+def _sort_run(a, b, dst, pos, key, scratch):
+    """Entries a..b of (dst, pos, key) by (target, edge key), stable, in place; `scratch`
+    holds at least 3 * _SHORT_RUN int64 values (written over)."""
+    n = b - a
+    if n > _SHORT_RUN:
+        _sort_run_by_target_and_key(a, b, dst, pos, key)
+        return
+    for x in range(n):
+        v = (dst[a + x] << _RUN_BITS) | x
+        y = x
+        while y > 0 and scratch[y - 1] > v:
+            scratch[y] = scratch[y - 1]
+            y -= 1
+        scratch[y] = v
+    for x in range(1, n):
+        if scratch[x] >> _RUN_BITS == scratch[x - 1] >> _RUN_BITS:  # one target twice
+            _sort_run_by_target_and_key(a, b, dst, pos, key)
+            return
+    low = _SHORT_RUN - 1
+    for x in range(n):
+        j = a + (scratch[x] & low)
+        scratch[n + x] = pos[j]
+        scratch[2 * n + x] = np.int64(key[j])
+    for x in range(n):
+        dst[a + x] = scratch[x] >> _RUN_BITS
+        pos[a + x] = scratch[n + x]
+        key[a + x] = np.uint64(scratch[2 * n + x])
+
+
+@njit
+def _sort_run_by_target_and_key(a, b, dst, pos, key):
     """Entries a..b of (dst, pos, key) by (target, edge key), stable, in place."""
     if b - a > 32:
         o = a + np.argsort(dst[a:b], kind="mergesort")
@@ -309,7 +346,7 @@ def chunk_edges(
     b_dst = np.empty(most, np.int64)
     b_pos = np.empty(most, np.int64)
     b_key = np.empty(most, np.uint64)
-    order = np.empty(most, np.int64)
+    order = np.empty(max(most, 3 * _SHORT_RUN), np.int64)  # (and _sort_run's scratch)
     count = np.empty(most + 1, np.int64)
     run_start = np.empty(most + 1, np.int64)
     run_end = np.empty(most + 1, np.int64)
@@ -347,19 +384,25 @@ def chunk_edges(
                 r = fr[f]
                 sp = src_pos[r] if src_stamp[r] == s else 0
                 a = nb
+                in_order = True  # (most rows: their edges come in canonical order)
                 for i in range(lo[f], hi[f]):
                     if identity:
                         e, t = i, targets[i]
                     else:
                         e, t = picks[i], picked[i]
                     if dst_stamp[t] == s:
-                        b_dst[nb] = dst_pos[t]
+                        d, key = dst_pos[t], edge_keys[e]
+                        if nb > a and (
+                            b_dst[nb - 1] > d or (b_dst[nb - 1] == d and b_key[nb - 1] > key)
+                        ):
+                            in_order = False
+                        b_src[nb] = sp
+                        b_dst[nb] = d
                         b_pos[nb] = e
-                        b_key[nb] = edge_keys[e]
+                        b_key[nb] = key
                         nb += 1
-                for q in range(a, nb):
-                    b_src[q] = sp
-                _sort_run(a, nb, b_dst, b_pos, b_key)
+                if not in_order:
+                    _sort_run(a, nb, b_dst, b_pos, b_key, order)
                 if run_stamp[sp] == s:
                     multi = True
                 run_stamp[sp] = s
