@@ -205,6 +205,7 @@ def csr_sort_pairs(src, dst):
             first = lo + sub[k]
     return s, d
 
+
 @njit
 def _sort_pairs(s, d, lo, hi):
     """Sorts positions lo..hi of (s, d) by (s, d), as `_sort_run` without order or content."""
