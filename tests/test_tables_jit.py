@@ -90,6 +90,10 @@ def test_find_sorted_is_numpy_search(table):
         want_pos, want_found = oracles.lookup_numpy(table, q)
         np.testing.assert_array_equal(got_pos, want_pos)
         np.testing.assert_array_equal(got_found, want_found)
+        rows = node_table.NodeTable(NodeBatch(table, bytes_array([b""] * len(table)), {}), 0)
+        got_pos, got_found = rows.lookup(q)  # ids_jit.find_sorted_into numpy's arrays
+        np.testing.assert_array_equal(got_pos, want_pos)
+        np.testing.assert_array_equal(got_found, want_found)
 
 
 def _edges(rng, n_edges: int, n_nodes: int, hub: int = 0) -> EdgeBatch:

@@ -62,7 +62,7 @@ def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adja
     else:
         content = ids.row_fingerprint(edges.features, n)
         order, src, targets = jit.csr_sort(src, dst, content)
-    edge_keys, nodes, starts = jit.csr_rows(src, targets)
+    edge_keys, nodes, starts = jit.csr_rows(src, targets, np.empty(n, np.uint64))
     return _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys)
 
 

@@ -227,11 +227,11 @@ def _sort_pairs(s, d, lo, hi):
 
 
 @njit
-def csr_rows(src, dst):
+def csr_rows(src, dst, keys):
     """For edges sorted by source, then target: (edge keys, distinct sources, start of each
-    source's run) - `build_adjacency`'s columns (its targets are `dst`)."""
+    source's run) - `build_adjacency`'s columns (its targets are `dst`); the keys are written
+    into `keys` (numpy's memory, the caller's: a dense graph keeps them)."""
     n = len(src)
-    keys = np.empty(n, np.uint64)
     firsts = np.empty(n, np.int64)
     n_nodes = 0
     rank = 0
@@ -283,7 +283,7 @@ def warm() -> None:
     """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py)."""
     fps = np.array([1, 2, 3], np.uint64)
     _, src, dst = csr_sort(fps, fps, fps)
-    csr_rows(src, dst)
+    csr_rows(src, dst, np.empty(len(src), np.uint64))
     csr_sort_pairs(fps, fps)
     rows = np.array([0, 1, 2], np.int64)
     rows.flags.writeable = False  # a dense graph's arrays, built here or mapped (dense.py)
