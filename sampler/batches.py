@@ -16,10 +16,22 @@ from sampler.features import NUMPY_DTYPE, FeatureSpec
 from sampler.jit_loader import kernels
 
 
-def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
-    """A canonical Arrow column as (n,) or (n, width) numpy in the canonical dtype."""
+def one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one Arrow array: a ChunkedArray's only chunk as it is (`combine_chunks`
+    copies even one chunk: every id and feature read would be copied once more), else its
+    chunks combined."""
     if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
+
+
+def column_to_numpy(column, spec: FeatureSpec) -> np.ndarray:
+    """A canonical Arrow column as (n,) or (n, width) numpy in the canonical dtype (a view of
+    the column's buffer where it has the dtype, unless the column is a slice of larger
+    buffers, which the view would keep alive: then a copy of its rows)."""
+    column = one_array(column)
+    if column.get_total_buffer_size() > column.nbytes + 4096:  # a slice (a BigQuery batch's)
+        column = pa.concat_arrays([column])
     n = len(column)
     if spec.shape:
         values = column.flatten()
@@ -63,7 +75,7 @@ class NodeBatch:
 
     @classmethod
     def from_table(cls, table: pa.Table, specs: dict[str, FeatureSpec], id_column="#id"):
-        id_col = table.column(id_column).combine_chunks()
+        id_col = one_array(table.column(id_column))
         feats = {name: column_to_numpy(table.column(name), spec) for name, spec in specs.items()}
         # to_numpy makes the object array of bytes in one C loop (to_pylist, then an object
         # array, made each id twice over)

@@ -50,8 +50,8 @@ def draws(stream_keys: np.ndarray, index) -> np.ndarray:
 
 
 def _as_binary(ids) -> pa.Array:
-    if isinstance(ids, pa.ChunkedArray):
-        ids = ids.combine_chunks()
+    if isinstance(ids, pa.ChunkedArray):  # one chunk as it is: combine_chunks would copy it
+        ids = ids.chunk(0) if ids.num_chunks == 1 else ids.combine_chunks()
     if not isinstance(ids, pa.Array):
         ids = pa.array(list(ids), type=pa.binary())
     if ids.type != pa.binary():

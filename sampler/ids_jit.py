@@ -71,6 +71,15 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
     misses the caches on every step). Each step asks for the directory entry of a query
     `_AHEAD` steps on and for the table entries of one half as far (`prefetch`): the random
     reads of many queries overlap."""
+    pos = np.empty(len(query), np.int64)
+    found = np.empty(len(query), np.bool_)
+    find_sorted_into(table, query, pos, found)
+    return pos, found
+
+
+@njit
+def find_sorted_into(table: np.ndarray, query: np.ndarray, pos: np.ndarray, found: np.ndarray):
+    """`find_sorted` into the caller's arrays (numpy's memory: `NodeTable.lookup`)."""
     n = len(table)
     bits = directory_bits(n)
     shift = np.uint64(64 - bits)
@@ -86,8 +95,6 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
         first[b] = n
         b += 1
     m = len(query)
-    pos = np.empty(m, np.int64)
-    found = np.empty(m, np.bool_)
     for k in range(m):
         if k + _AHEAD < m:  # the memory of later steps, asked for now: two levels of it
             prefetch(first, np.int64(query[k + _AHEAD] >> shift))
@@ -104,7 +111,6 @@ def find_sorted(table: np.ndarray, query: np.ndarray):
         p = min(lo, n - 1)
         pos[k] = p
         found[k] = lo < n and table[lo] == q
-    return pos, found
 
 
 @njit
@@ -130,4 +136,5 @@ def warm() -> None:
     frozen = fps.view()
     frozen.flags.writeable = False  # a node table's lookups pass both read-only
     find_sorted(frozen, frozen)
+    find_sorted_into(frozen, frozen, np.empty(3, np.int64), np.empty(3, np.bool_))
     combine_words(fps, np.zeros((3, 2), np.uint64))

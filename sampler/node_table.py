@@ -25,11 +25,15 @@ class NodeTable:
 
     def lookup(self, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row index, found) per fingerprint: a directory by top bits, then a short search
-        (numpy's binary search misses the caches at each step of every lookup)."""
+        (numpy's binary search misses the caches at each step of every lookup). The arrays are
+        numpy's (backed by huge pages where large: a dense graph keeps the rows of its edges'
+        targets as they come from here)."""
         if len(self.rows.fp) == 0:
             return np.zeros(len(fps), np.int64), np.zeros(len(fps), bool)
         table, query = (read_only(np.ascontiguousarray(a, np.uint64)) for a in (self.rows.fp, fps))
-        return kernels("sampler.ids_jit").find_sorted(table, query)
+        pos, found = np.empty(len(query), np.int64), np.empty(len(query), bool)
+        kernels("sampler.ids_jit").find_sorted_into(table, query, pos, found)
+        return pos, found
 
 
 class FingerprintCollision(ValueError):

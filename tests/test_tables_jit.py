@@ -90,6 +90,10 @@ def test_find_sorted_is_numpy_search(table):
         want_pos, want_found = oracles.lookup_numpy(table, q)
         np.testing.assert_array_equal(got_pos, want_pos)
         np.testing.assert_array_equal(got_found, want_found)
+        rows = node_table.NodeTable(NodeBatch(table, bytes_array([b""] * len(table)), {}), 0)
+        got_pos, got_found = rows.lookup(q)  # ids_jit.find_sorted_into numpy's arrays
+        np.testing.assert_array_equal(got_pos, want_pos)
+        np.testing.assert_array_equal(got_found, want_found)
 
 
 def _edges(rng, n_edges: int, n_nodes: int, hub: int = 0) -> EdgeBatch:
@@ -114,6 +118,16 @@ def test_csr_sort_is_lexsort(n_edges, n_nodes, hub):
     np.testing.assert_array_equal(got, want)  # the same order, ties in input order included
     np.testing.assert_array_equal(src, edges.src[want])
     np.testing.assert_array_equal(dst, edges.dst[want])
+    _check_pairs(edges.src, edges.dst)
+
+
+def _check_pairs(src: np.ndarray, dst: np.ndarray) -> None:
+    """csr_sort_pairs: the (src, dst) that np.lexsort((dst, src)) orders (edges without
+    features: no order or content comes back)."""
+    want = np.lexsort((dst, src))
+    s, d = adjacency_jit.csr_sort_pairs(src, dst)
+    np.testing.assert_array_equal(s, src[want])
+    np.testing.assert_array_equal(d, dst[want])
 
 
 @pytest.mark.parametrize(
@@ -142,6 +156,7 @@ def test_csr_sort_is_lexsort_in_passes(n_edges, hubs):
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(s, src[want])
     np.testing.assert_array_equal(d, dst[want])
+    _check_pairs(src, dst)
 
 
 def test_edge_facts_compiled_is_the_edge_list_count():
@@ -172,15 +187,25 @@ def test_edge_facts_compiled_is_the_edge_list_count():
 @pytest.mark.parametrize(
     "n_edges,n_nodes,hub", [(0, 1, 0), (1, 1, 0), (300, 4, 0), (5000, 800, 2000)]
 )
-def test_build_adjacency_compiled_is_numpy(n_edges, n_nodes, hub):
+@pytest.mark.parametrize("featured", [True, False])
+def test_build_adjacency_compiled_is_numpy(n_edges, n_nodes, hub, featured):
+    """With a feature (csr_sort) and without any (csr_sort_pairs), parallel edges included."""
     edges = _edges(np.random.default_rng(n_edges + 1), n_edges, n_nodes, hub)
-    got = adjacency.build_adjacency(edges, "weight")
-    want = oracles.build_adjacency_numpy(edges, "weight")
-    for field in ("nodes", "starts", "degrees", "targets", "edge_keys", "weights"):
+    weight = "weight" if featured else None
+    if not featured:
+        edges = EdgeBatch(edges.src, edges.dst, {})
+    got = adjacency.build_adjacency(edges, weight)
+    want = oracles.build_adjacency_numpy(edges, weight)
+    fields = ("nodes", "starts", "degrees", "targets", "edge_keys")
+    for field in (*fields, "weights") if featured else fields:
         a, b = getattr(got, field), getattr(want, field)
         assert a.dtype == b.dtype, field
         np.testing.assert_array_equal(a, b, err_msg=field)
-    np.testing.assert_array_equal(got.features["weight"], want.features["weight"])
+    assert got.features.keys() == want.features.keys()
+    if featured:
+        np.testing.assert_array_equal(got.features["weight"], want.features["weight"])
+    else:
+        assert got.weights is None and want.weights is None and got.target_times == {}
 
 
 def test_densify_compiled_is_numpy_with_missing_endpoints(monkeypatch):

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sampler import ids
-from sampler.batches import EdgeBatch, NodeBatch, SeedRows, bytes_array
+from sampler.batches import EdgeBatch, NodeBatch, SeedRows, bytes_array, one_array
 from sampler.errors import UserError
 from sampler.features import FeatureSpec
 from sampler.io import bigquery_source, files, parquet_reader, readers
@@ -106,7 +106,7 @@ def read_edge_file(
     for table in tables:
         ends = {}
         for column in latent_ends:
-            values = table.column(column).combine_chunks()
+            values = one_array(table.column(column))
             ends[column] = pc.unique(values) if arrow_ends else distinct_ids(values)
         yield EdgeBatch.from_table(table, info.features, info.reversed), ends
 

@@ -50,24 +50,30 @@ class Adjacency:
 
 
 def build_adjacency(edges: EdgeBatch, weight_feature: str | None = None) -> Adjacency:
-    """Sorts edges by (source, target, content) and builds the CSR (sampler/sample/adjacency_jit.py)."""
+    """Sorts edges by (source, target, content) and builds the CSR (sampler/sample/adjacency_jit.py).
+    Edges without features or target times sort by (source, target) alone: nothing of theirs
+    follows the order, and two edges equal in both are alike."""
     n = len(edges)
-    content = ids.row_fingerprint(edges.features, n)
     jit = kernels("sampler.sample.adjacency_jit")
     src, dst = np.ascontiguousarray(edges.src), np.ascontiguousarray(edges.dst)
-    order, src, targets = jit.csr_sort(src, dst, content)
-    edge_keys, nodes, starts = jit.csr_rows(src, targets)
+    if not edges.features and not edges.target_times:
+        src, targets = jit.csr_sort_pairs(src, dst)
+        order = None
+    else:
+        content = ids.row_fingerprint(edges.features, n)
+        order, src, targets = jit.csr_sort(src, dst, content)
+    edge_keys, nodes, starts = jit.csr_rows(src, targets, np.empty(n, np.uint64))
     return _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys)
 
 
 def _adjacency(edges, order, weight_feature, nodes, starts, targets, edge_keys) -> Adjacency:
     n = len(edges)
     degrees = np.diff(np.append(starts, n)).astype(np.int64)
-    features = take_features(edges.features, order)
+    features = {} if order is None else take_features(edges.features, order)
     weights = None
     if weight_feature is not None:
         weights = np.asarray(features[weight_feature], dtype=np.float64).reshape(n)
-    times = take_features(edges.target_times or {}, order)
+    times = {} if order is None else take_features(edges.target_times or {}, order)
     starts = starts.astype(np.int64)
     return Adjacency(nodes, starts, degrees, targets, edge_keys, features, weights, times)
 

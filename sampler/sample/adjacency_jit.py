@@ -5,7 +5,8 @@ source fingerprint (hashes, so the buckets hold a source or two each) and, withi
 stays in the cache, of the target's, then each bucket sorted by (src, dst, content) - by
 insertion when small (nearly in order by then), by stable sorts when large (a hub's edges).
 numpy's lexsort makes indirect passes over all the edges for every key, missing the caches at
-each step. `csr_rows` then walks the sorted edges once: the edge key of each
+each step (`csr_sort_pairs`: the same without an order and a content to carry, for edges
+without features). `csr_rows` then walks the sorted edges once: the edge key of each
 (`ids.combine(src, dst, rank among parallel edges)`) and the start of each source's run.
 Same results as the numpy code they replace; tests/test_tables_jit.py compares them.
 """
@@ -136,11 +137,101 @@ def _sort_run(order, s, d, c, lo, hi):
 
 
 @njit
-def csr_rows(src, dst):
-    """For edges sorted by source, then target: (edge keys, distinct sources, start of each
-    source's run) - `build_adjacency`'s columns (its targets are `dst`)."""
+def csr_sort_pairs(src, dst):
+    """(src, dst) sorted by (src, dst): `csr_sort` for edges that carry nothing else (no
+    features, no target times), so that no order and no content travel with the keys (edges
+    equal in both are alike, so the order among them is moot). The same passes as csr_sort."""
     n = len(src)
-    keys = np.empty(n, np.uint64)
+    log_n = 1
+    while (1 << (log_n + 1)) <= n:
+        log_n += 1
+    top = max(1, min(_TOP_BITS, log_n - _FIRST_BUCKET_BITS))
+    bits = max(top, min(log_n, top + _NEXT_BITS))  # about one source per final bucket
+    shift = np.uint64(64 - top)
+    start = np.zeros((1 << top) + 1, np.int64)
+    for i in range(n):
+        start[np.int64(src[i] >> shift) + 1] += 1
+    for b in range(1 << top):
+        start[b + 1] += start[b]
+    fill = start[:-1].copy()
+    s = np.empty(n, np.uint64)
+    d = np.empty(n, np.uint64)
+    for i in range(n):
+        b = np.int64(src[i] >> shift)
+        p = fill[b]
+        s[p], d[p] = src[i], dst[i]
+        fill[b] = p + 1
+    rest = bits - top
+    largest = 0
+    for b in range(1 << top):
+        largest = max(largest, start[b + 1] - start[b])
+    size = min(largest, _SECOND_PASS_MAX) if rest > 0 else 0
+    t_s = np.empty(size, np.uint64)
+    t_d = np.empty(size, np.uint64)
+    shift2 = np.uint64(64 - bits)
+    mask = np.uint64((1 << rest) - 1)
+    sub = np.zeros((1 << rest) + 1, np.int64)
+    dshift = np.uint64(64 - _TARGET_BITS)
+    by_target = np.zeros((1 << _TARGET_BITS) + 1, np.int64)
+    for b in range(1 << top):
+        lo, hi = start[b], start[b + 1]
+        if rest == 0 or hi - lo <= _SMALL_BUCKET or hi - lo > _SECOND_PASS_MAX:
+            _sort_pairs(s, d, lo, hi)
+            continue
+        by_target[:] = 0
+        for i in range(lo, hi):
+            by_target[np.int64(d[i] >> dshift) + 1] += 1
+        for k in range(1 << _TARGET_BITS):
+            by_target[k + 1] += by_target[k]
+        for i in range(lo, hi):
+            k = np.int64(d[i] >> dshift)
+            p = by_target[k]
+            t_s[p], t_d[p] = s[i], d[i]
+            by_target[k] = p + 1
+        sub[:] = 0
+        for i in range(hi - lo):
+            sub[np.int64((t_s[i] >> shift2) & mask) + 1] += 1
+        for k in range(1 << rest):
+            sub[k + 1] += sub[k]
+        for i in range(hi - lo):
+            k = np.int64((t_s[i] >> shift2) & mask)
+            p = lo + sub[k]
+            s[p], d[p] = t_s[i], t_d[i]
+            sub[k] += 1
+        first = lo
+        for k in range(1 << rest):
+            if lo + sub[k] - first > 1:
+                _sort_pairs(s, d, first, lo + sub[k])
+            first = lo + sub[k]
+    return s, d
+
+
+@njit
+def _sort_pairs(s, d, lo, hi):
+    """Sorts positions lo..hi of (s, d) by (s, d), as `_sort_run` without order or content."""
+    if hi - lo < 2:
+        return
+    if hi - lo <= _SMALL_BUCKET:
+        for i in range(lo + 1, hi):
+            se, de = s[i], d[i]
+            j = i
+            while j > lo and (se < s[j - 1] or (se == s[j - 1] and de < d[j - 1])):
+                s[j], d[j] = s[j - 1], d[j - 1]
+                j -= 1
+            s[j], d[j] = se, de
+        return
+    idx = np.argsort(d[lo:hi], kind="mergesort")
+    idx = idx[np.argsort(s[lo:hi][idx], kind="mergesort")]
+    s[lo:hi] = s[lo:hi][idx]
+    d[lo:hi] = d[lo:hi][idx]
+
+
+@njit
+def csr_rows(src, dst, keys):
+    """For edges sorted by source, then target: (edge keys, distinct sources, start of each
+    source's run) - `build_adjacency`'s columns (its targets are `dst`); the keys are written
+    into `keys` (numpy's memory, the caller's: a dense graph keeps them)."""
+    n = len(src)
     firsts = np.empty(n, np.int64)
     n_nodes = 0
     rank = 0
@@ -192,7 +283,8 @@ def warm() -> None:
     """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py)."""
     fps = np.array([1, 2, 3], np.uint64)
     _, src, dst = csr_sort(fps, fps, fps)
-    csr_rows(src, dst)
+    csr_rows(src, dst, np.empty(len(src), np.uint64))
+    csr_sort_pairs(fps, fps)
     rows = np.array([0, 1, 2], np.int64)
     rows.flags.writeable = False  # a dense graph's arrays, built here or mapped (dense.py)
     shape_counts(rows, rows, rows, True)

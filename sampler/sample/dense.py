@@ -112,10 +112,10 @@ def dense_adjacency(adj: Adjacency, sources: NodeTable, targets: NodeTable):
             degrees = np.zeros(n_rows, np.int64)
             starts[src_rows] = adj.starts
             degrees[src_rows] = adj.degrees
-            # Copies in numpy's memory, which it asks the kernel to back with huge pages: the
-            # compiled lookups return arrays in 4 KB pages, and sampling's random reads of
-            # targets and edge keys then cost 10% more CPU (at ogbn-mag's size).
-            targets, edge_keys = np.array(dst_rows), np.array(adj.edge_keys)
+            # Not copied: both are in numpy's memory (NodeTable.lookup, build_adjacency), which
+            # it asks the kernel to back with huge pages; sampling's random reads of targets
+            # and edge keys cost 10% more CPU in 4 KB pages (at ogbn-mag's size).
+            targets, edge_keys = dst_rows, adj.edge_keys
             dense = DenseAdjacency(starts, degrees, targets, edge_keys, adj.features, adj.weights)
             return dense, 0
         owner = np.repeat(np.arange(len(adj.nodes)), adj.degrees)
