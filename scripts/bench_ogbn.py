@@ -121,8 +121,9 @@ def _pss(pid: int) -> int:
 
 
 def role(proc: psutil.Process, runner_pid: int, procs: dict[int, dict]) -> str:
-    """runner, fork_server (pipelines.runtime.sdk_fork_server), sdk_worker (forked by it, or
-    Beam's own worker command), fork_client (the tiny client per worker) or other."""
+    """runner, fork_server (pipelines.runtime.sdk_fork_server: the runner's own fork, or a
+    process of its own), sdk_worker (forked by it, or Beam's own worker command), fork_client
+    (the tiny client per worker) or other."""
     if proc.pid == runner_pid:
         return "runner"
     try:
@@ -134,7 +135,7 @@ def role(proc: psutil.Process, runner_pid: int, procs: dict[int, dict]) -> str:
         return "fork_client"
     if procs.get(parent, {}).get("role") == "fork_server" or "sdk_worker_main" in line:
         return "sdk_worker"
-    if "sdk_fork_server" in line:
+    if "sdk_fork_server" in line or parent == runner_pid:
         return "fork_server"
     return "other"
 

@@ -117,7 +117,12 @@ def is_sdk_worker(proc: psutil.Process) -> bool:
         if "sdk_worker_main" in " ".join(proc.cmdline()):
             return True
         parent = proc.parent()  # forked by pipelines.runtime.sdk_fork_server
-        return parent is not None and "sdk_fork_server" in " ".join(parent.cmdline())
+        if parent is None:
+            return False
+        server = parent.parent()  # a fork of the CLI: the CLI's command line
+        return "sdk_fork_server" in " ".join(parent.cmdline()) or (
+            server is not None and parent.cmdline() == server.cmdline()
+        )
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
