@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from pipelines.runtime import sdk_fork_server
 
 
@@ -111,7 +113,10 @@ import pipelines
 pipelines.AS_PROGRAM = True  # as `python -m pipelines.X` sets it
 from pipelines.runtime import sdk_fork_server
 
-log, lock_path = sys.argv[1], sys.argv[2]
+log, lock_path, grpc_first = sys.argv[1], sys.argv[2], sys.argv[3] == "grpc"
+if grpc_first:  # a gRPC channel opened before the pipeline (a BigQuery read): its threads
+    import grpc
+    channel = grpc.insecure_channel("localhost:1")
 lock = open(lock_path, "w")
 fcntl.flock(lock, fcntl.LOCK_EX)  # as an output folder's lock
 logging.getLogger().addHandler(logging.StreamHandler(sys.stdout))  # the CLI's own handler
@@ -137,20 +142,23 @@ print(json.dumps({"forked": forked, "lock_free": free, "worker_code": worker.ret
 """
 
 
-def test_a_cli_program_forks_its_server_which_keeps_no_descriptor_of_it(tmp_path):
+@pytest.mark.parametrize("before", ["nothing", "grpc"])
+def test_a_cli_program_forks_its_server_which_keeps_no_descriptor_of_it(tmp_path, before):
     """The server forked from the CLI (no second import of Beam): it holds none of the CLI's
     descriptors (an output folder's lock goes when the CLI lets go), prints nothing of the
     CLI's twice, forks working workers and ends with the runner. Fails on the exec'd server
-    (not a fork) and on a fork that keeps the CLI's descriptors (the lock stays held)."""
+    (not a fork) and on a fork that keeps the CLI's descriptors (the lock stays held). Once
+    gRPC's threads run in the CLI, the server is a process of its own (a fork would inherit
+    gRPC's state without its threads), and works the same."""
     log = tmp_path / "workers.log"
     done = subprocess.run(
-        [sys.executable, "-c", FORKED_FROM_A_CLI, str(log), str(tmp_path / "lock")],
+        [sys.executable, "-c", FORKED_FROM_A_CLI, str(log), str(tmp_path / "lock"), before],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("the CLI's line{") and done.stdout.count("the CLI's line") == 1
     report = json.loads(done.stdout[len("the CLI's line") :])
-    assert report["forked"] and report["lock_free"], report
+    assert report["forked"] == (before == "nothing") and report["lock_free"], report
     assert report["worker_code"] == 1, report  # Beam's harness without a runner: its own error
     assert "CONTROL_API_SERVICE_DESCRIPTOR" in report["worker_err"], report
     assert report["server_code"] == 0, report

@@ -120,8 +120,9 @@ _STOPS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 def _fork_allowed() -> bool:
     """Whether the next server may be forked from this process: a CLI run as a program
     (pipelines.AS_PROGRAM; never a process that calls a CLI's main in-process), its first
-    server, while its only other thread is the interrupt watcher (no runner has started
-    gRPC's or Beam's threads yet) and /proc lists its descriptors."""
+    server, while its only other Python thread is the interrupt watcher (no runner has started
+    Beam's threads yet), no library has started threads that a fork leaves broken (gRPC's,
+    once a channel was opened: reading a BigQuery table) and /proc lists its descriptors."""
     import pipelines
 
     others = [t for t in threading.enumerate() if t is not threading.current_thread()]
@@ -130,10 +131,27 @@ def _fork_allowed() -> bool:
         and not _FORKED[0]
         and threading.current_thread() is threading.main_thread()
         and all(t.name == "interrupt-watcher" for t in others)
+        and _only_fork_safe_native_threads()
         and os.path.isdir("/proc/self/fd")
     )
     _FORKED[0] = _FORKED[0] or allowed
     return allowed
+
+
+def _only_fork_safe_native_threads() -> bool:
+    """Every thread of the process is named as the main one (Python's threads, OpenBLAS's) or
+    is jemalloc's background thread; gRPC's (event_engine, grpc_global_tim, lifeguard) and
+    any other library's named threads are not."""
+    try:
+        with open("/proc/self/comm") as f:
+            main = f.read().strip()
+        names = set()
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/comm") as f:
+                names.add(f.read().strip())
+    except OSError:
+        return False
+    return names <= {main, "jemalloc_bg_thd"}
 
 
 class _ForkedServer:
