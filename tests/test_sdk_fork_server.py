@@ -108,7 +108,7 @@ def test_the_server_compiles_no_kernel_that_the_cache_lacks(tmp_path):
 
 # A CLI run as a program (pipelines.AS_PROGRAM) forks its server: what the server keeps of it.
 FORKED_FROM_A_CLI = """
-import fcntl, json, logging, os, subprocess, sys
+import fcntl, json, logging, os, signal, subprocess, sys
 import pipelines
 pipelines.AS_PROGRAM = True  # as `python -m pipelines.X` sets it
 from pipelines.runtime import sdk_fork_server
@@ -136,8 +136,11 @@ worker = subprocess.run([sys.executable, "-I", sdk_fork_server.CLIENT, server.so
                         env=env, capture_output=True, timeout=120)
 with open(f"/proc/{pid}/cmdline", "rb") as f, open("/proc/self/cmdline", "rb") as g:
     forked = f.read() == g.read()
+with open(f"/proc/{pid}/status") as f:
+    ignored = int(next(l.split()[1] for l in f if l.startswith("SigIgn:")), 16)
+pipe_ignored = bool(ignored >> (signal.SIGPIPE - 1) & 1)  # as Python starts
 server.stop()
-print(json.dumps({"forked": forked, "lock_free": free, "worker_code": worker.returncode,
+print(json.dumps({"forked": forked, "lock_free": free, "pipe_ignored": pipe_ignored, "worker_code": worker.returncode,
                   "worker_err": worker.stderr.decode()[-2000:], "server_code": server._process.returncode}))
 """
 
@@ -146,7 +149,8 @@ print(json.dumps({"forked": forked, "lock_free": free, "worker_code": worker.ret
 def test_a_cli_program_forks_its_server_which_keeps_no_descriptor_of_it(tmp_path, before):
     """The server forked from the CLI (no second import of Beam): it holds none of the CLI's
     descriptors (an output folder's lock goes when the CLI lets go), prints nothing of the
-    CLI's twice, forks working workers and ends with the runner. Fails on the exec'd server
+    CLI's twice, ignores SIGPIPE as Python does (a client gone must not kill it or its
+    workers), forks working workers and ends with the runner. Fails on the exec'd server
     (not a fork) and on a fork that keeps the CLI's descriptors (the lock stays held). Once
     gRPC's threads run in the CLI, the server is a process of its own (a fork would inherit
     gRPC's state without its threads), and works the same."""
@@ -159,6 +163,7 @@ def test_a_cli_program_forks_its_server_which_keeps_no_descriptor_of_it(tmp_path
     assert done.stdout.startswith("the CLI's line{") and done.stdout.count("the CLI's line") == 1
     report = json.loads(done.stdout[len("the CLI's line") :])
     assert report["forked"] == (before == "nothing") and report["lock_free"], report
+    assert report["pipe_ignored"], report  # a client gone is an OSError to it, not its death
     assert report["worker_code"] == 1, report  # Beam's harness without a runner: its own error
     assert "CONTROL_API_SERVICE_DESCRIPTOR" in report["worker_err"], report
     assert report["server_code"] == 0, report

@@ -174,6 +174,10 @@ class _ForkedServer:
             self.pid = os.fork()
             if self.pid == 0:
                 _serve_forked(socket_path, read_fd, log_fd, blocked)  # never returns
+        except OSError:  # no fork (out of processes or memory): the caller's cold workers
+            for fd in (read_fd, write_fd, log_fd):
+                os.close(fd)
+            raise
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         os.close(read_fd)
@@ -215,6 +219,8 @@ def _serve_forked(socket_path: str, stdin_fd: int, log_fd: int, mask) -> None:
         for signum in signal.valid_signals():
             with contextlib.suppress(OSError, ValueError):
                 signal.signal(signum, signal.SIG_DFL)
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # as Python starts: an OSError, not death
+            signal.signal(signum, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner's to handle, as in _SERVER
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
