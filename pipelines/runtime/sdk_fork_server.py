@@ -227,6 +227,9 @@ def _serve_forked(socket_path: str, stdin_fd: int, log_fd: int, mask) -> None:
         sys.excepthook = sys.__excepthook__
         sys.unraisablehook = sys.__unraisablehook__
         threading.excepthook = threading.__excepthook__
+        from pipelines.runtime.interrupts import Interrupt
+
+        Interrupt.active = None  # the CLI's run is not the server's, nor its workers'
         for handler in list(logging.root.handlers):
             logging.root.removeHandler(handler)
         logging.root.setLevel(logging.WARNING)
