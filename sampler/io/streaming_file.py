@@ -150,6 +150,45 @@ class StreamingFile:
         self.written += count
         return count
 
+    def write_placed(self, buffer, at: int, count: int) -> int:
+        """Writes buffer[at:at + count] (a writable buffer), whose `_ALIGN` bytes before `at`
+        may be written over. Written directly, where buffer[at] lies as many bytes past an
+        aligned address as the file's next byte lies past a block: the bytes still in the
+        stage go into those before `at`, and the whole blocks to the disk straight from
+        `buffer`, not copied into the stage (sampler.io.framed)."""
+        view = memoryview(buffer).cast("B")
+        data = view[at : at + count]
+        tail = self._fill % _ALIGN  # (what stays in the stage once its whole blocks are out)
+        if not self._direct or at < _ALIGN or count < _ALIGN or (_address(data) - tail) % _ALIGN:
+            return self.write(data)
+        self._raise_error()
+        stage, fill = self._stage, self._fill
+        if fill > tail:
+            if not self._put_blocks(stage[: fill - tail]):
+                return self._refused_placed([stage[:fill], data])
+            stage[:tail] = stage[fill - tail : fill]
+        start = at - tail
+        if tail:
+            view[start:at] = stage[:tail]
+        blocks = (count + tail) // _ALIGN * _ALIGN
+        if not self._put_blocks(view[start : start + blocks]):
+            return self._refused_placed([view[start : at + count]])
+        rest = count + tail - blocks
+        if self._stage is None:
+            self._stage_map = mmap.mmap(-1, _DIRECT_STAGE)  # page-aligned, as O_DIRECT wants
+            self._stage = memoryview(self._stage_map)
+        self._stage[:rest] = view[start + blocks : at + count]
+        self._fill = rest
+        self.written += count
+        return count
+
+    def _refused_placed(self, rest: list) -> int:
+        count = len(rest[-1]) - (self._fill % _ALIGN if len(rest) == 1 else 0)
+        self._fill = 0
+        self._refused(rest)
+        self.written += count
+        return count
+
     def _refused(self, rest: list) -> None:
         """The filesystem refused the first direct write: `rest` (every byte written so far)
         and all later ones through the buffered file."""
@@ -410,6 +449,11 @@ def _concat_direct(fd: int, target: str, parts: list[str], block: int) -> bool:
         buffer.close()
 
 
+def _address(view: memoryview) -> int:
+    """The address of the first byte of a writable, non-empty view."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
+
+
 def _write_aligned(fd: int, view: memoryview, first: bool) -> bool:
     at = 0
     while at < len(view):
@@ -428,9 +472,19 @@ def _write_aligned(fd: int, view: memoryview, first: bool) -> bool:
 def write_records(stream, records) -> int:
     """Writes `records` (bytes-like) to `stream` in TFRecord framing (sampler.io.tfrecord.frame's
     bytes), each record passed as it is, not copied into one joined buffer; returns the bytes
-    written."""
+    written. Records framed already (sampler.io.framed.FramedRecords) go in one write, and
+    their buffer back to its pool."""
+    from sampler.io.framed import FramedRecords
     from sampler.io.tfrecord import masked_crc
 
+    if isinstance(records, FramedRecords):
+        total = len(records.data)
+        if isinstance(stream, StreamingFile):
+            stream.write_placed(records.buffer, records.at, total)
+        else:
+            stream.write(records.data)
+        records.release()  # (written: the stream holds none of it)
+        return total
     total = 0
     for record in records:
         length = _LENGTH.pack(len(record))
