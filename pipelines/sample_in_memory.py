@@ -142,9 +142,9 @@ def encoded(args, graph, plan, mem, seeds, kernel):
 
     specs = encode_specs(kernel.output_schema(graph.schema, plan))
     # records framed where they are encoded, each chunk one write (_write), in buffers that
-    # come back: as many as chunks may be in flight (ordered_map's threads + 1, and one written)
+    # come back, placed for the file that gets them
     count, files = threads(args), len(_shard_paths(args))
-    buffers = FrameBuffers(count + 2)
+    buffers = FrameBuffers.for_threads(count)
     by_file = (lambda bucket: bucket % files) if files > 1 else None  # as _write writes them
     return encoded_chunks(jobs, sample, specs, count, framed=buffers, file_of=by_file)
 

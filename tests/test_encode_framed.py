@@ -5,12 +5,17 @@ many, at every offset of the buffer, from the pool's buffers reused; and the poo
 
 from __future__ import annotations
 
+import io
+import threading
+
 import numpy as np
 import pytest
 
 from sampler.io import tfrecord
 from sampler.io.framed import ALIGN, FrameBuffers
+from sampler.io.streaming_file import write_records
 from sampler.sample import encode_framed as framed
+from sampler.sample.chunk_stream import encoded_chunks
 from sampler.sample.encode_chunk import encode_chunk
 from sampler.sample.subgraph import SubgraphChunk
 from tests.test_encode_compiled import _chunk, _specs
@@ -75,3 +80,45 @@ def test_pool_keeps_at_most_keep():
     assert pool.take(10) is buffers[1] and pool.take(10) is buffers[0]
     bigger = pool.take(5000)  # none kept: a new one
     assert len(bigger) >= 5000 and not any(bigger is b for b in buffers)
+
+
+class _Counted(FrameBuffers):
+    """A pool that counts the buffers taken and not given back, and their most."""
+
+    def __init__(self, keep: int):
+        super().__init__(keep)
+        self.out = self.most = 0
+        self._count = threading.Lock()
+
+    def take(self, size):
+        with self._count:
+            self.out += 1
+            self.most = max(self.most, self.out)
+        return super().take(size)
+
+    def give(self, buffer):
+        with self._count:
+            self.out -= 1
+        super().give(buffer)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_encoded_chunks_framed_in_order_in_few_buffers(threads):
+    """chunk_stream.encoded_chunks with a pool: the chunks' framed records in job order, each
+    written and given back before the next is taken, no more buffers out at once than chunks
+    in flight (threads + 1 ahead of the writer; one on the calling thread), which the pool
+    keeps."""
+    specs = _specs()
+    chunks = [_chunk(np.random.default_rng(seed), 10, 3, True) for seed in range(3)] * 3
+    keep = FrameBuffers.for_threads(threads)._keep
+    pool = _Counted(keep)
+    out = io.BytesIO()
+    done = encoded_chunks(
+        ((i, chunk) for i, chunk in enumerate(chunks)), lambda c, _: c, specs, threads,
+        framed=pool,
+    )  # fmt: skip
+    for index, encoded in enumerate(done):
+        assert encoded.key == index and len(encoded.records) == 10
+        write_records(out, encoded.records)
+    assert out.getvalue() == b"".join(tfrecord.frame(encode_chunk(c, specs)) for c in chunks)
+    assert pool.out == 0 and pool.most <= keep == (threads + 1 if threads > 1 else 1)

@@ -43,6 +43,13 @@ class FrameBuffers:
         self._keep = keep
         self._lock = threading.Lock()
 
+    @classmethod
+    def for_threads(cls, threads: int) -> FrameBuffers:
+        """As many as chunks are in flight on `threads` threads (sampler.threads.ordered_map:
+        threads + 1 ahead of the writer, which gives each back before the next is started;
+        one on the calling thread)."""
+        return cls(threads + 1 if threads > 1 else 1)
+
     def take(self, size: int) -> np.ndarray:
         """A buffer of at least `size` bytes (a kept one, else a new one an eighth larger:
         the next chunks, a little larger, fit in it)."""

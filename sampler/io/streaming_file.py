@@ -20,8 +20,10 @@ page cache altogether: they are copied once into the file's aligned buffer, whic
 disk whole (`_DIRECT_STAGE` bytes per write): one copy of each byte in this process and none
 into the page cache (about half the CPU of buffered writes of sample shards, measured on this
 VM; 1 MB writes cost no more than 4 MB ones). The buffers of a process's files take at most
-`_DIRECT_BUDGET` bytes (64 files at once); a file opened past that is written buffered. The
-last partial block, and everything after a `flush`, `fileno` or `copy_from`, goes through
+`_DIRECT_BUDGET` bytes (64 files at once); a file opened past that is written buffered. A
+chunk of records framed in its own aligned buffer, placed where it falls in the file's blocks
+(`write_placed`, sampler.io.framed), is written from that buffer, not copied. The last
+partial block, and everything after a `flush`, `fileno` or `copy_from`, goes through
 the buffered path above; a filesystem that refuses the first aligned write (EINVAL) gets the
 buffered path from the start.
 """
@@ -124,10 +126,7 @@ class StreamingFile:
 
     def _write_direct(self, data) -> int:
         """`data` copied into the stage; each time it is full, written to the disk whole."""
-        if self._stage is None:
-            self._stage_map = mmap.mmap(-1, _DIRECT_STAGE)  # page-aligned, as O_DIRECT wants
-            self._stage = memoryview(self._stage_map)
-        stage, fill = self._stage, self._fill
+        stage, fill = self._new_stage(), self._fill
         source = memoryview(data).cast("B")
         count = len(source)
         if fill + count < _DIRECT_STAGE:  # (most pieces: one copy, no loop)
@@ -165,29 +164,32 @@ class StreamingFile:
         stage, fill = self._stage, self._fill
         if fill > tail:
             if not self._put_blocks(stage[: fill - tail]):
-                return self._refused_placed([stage[:fill], data])
+                return self._refused_placed([stage[:fill], data], count)
             stage[:tail] = stage[fill - tail : fill]
         start = at - tail
         if tail:
             view[start:at] = stage[:tail]
         blocks = (count + tail) // _ALIGN * _ALIGN
         if not self._put_blocks(view[start : start + blocks]):
-            return self._refused_placed([view[start : at + count]])
+            return self._refused_placed([view[start : at + count]], count)
         rest = count + tail - blocks
-        if self._stage is None:
-            self._stage_map = mmap.mmap(-1, _DIRECT_STAGE)  # page-aligned, as O_DIRECT wants
-            self._stage = memoryview(self._stage_map)
-        self._stage[:rest] = view[start + blocks : at + count]
+        self._new_stage()[:rest] = view[start + blocks : at + count]
         self._fill = rest
         self.written += count
         return count
 
-    def _refused_placed(self, rest: list) -> int:
-        count = len(rest[-1]) - (self._fill % _ALIGN if len(rest) == 1 else 0)
+    def _refused_placed(self, rest: list, count: int) -> int:
         self._fill = 0
         self._refused(rest)
         self.written += count
         return count
+
+    def _new_stage(self) -> memoryview:
+        """The stage, made when first needed."""
+        if self._stage is None:
+            self._stage_map = mmap.mmap(-1, _DIRECT_STAGE)  # page-aligned, as O_DIRECT wants
+            self._stage = memoryview(self._stage_map)
+        return self._stage
 
     def _refused(self, rest: list) -> None:
         """The filesystem refused the first direct write: `rest` (every byte written so far)

@@ -146,8 +146,8 @@ class SampleOnWorkers(beam.PTransform):
 
         def setup(self):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
-            if self._parts is not None:  # chunks in flight: the threads' + 1, and one written
-                self._buffers = FrameBuffers((self._threads or cpu_count()) + 2)
+            if self._parts is not None:
+                self._buffers = FrameBuffers.for_threads(self._threads or cpu_count())
 
         def process(self, bucket_parts, *side):
             """(bucket, chunk index, records) of each chunk of the bucket's seeds, sampled and
