@@ -69,11 +69,9 @@ def _write_part(path: str, chunks, alone: bool = False, on_records=None) -> None
             stream = StreamingFile(path) if alone else open(path, "wb", 1 << 20)
         with stream as f:
             for chunk in chunks:
-                if remote and isinstance(chunk, FramedRecords):  # (the client may keep it:
-                    f.write(chunk.data)  # its buffer is not given back, to be written over)
-                elif remote:  # one write a chunk: each write is a call into the client
-                    f.write(tfrecord.frame(chunk))
-                else:
+                if remote and not isinstance(chunk, FramedRecords):  # one write a chunk: each
+                    f.write(tfrecord.frame(chunk))  # write is a call into the client
+                else:  # (framed: one write; the buffer reused once it returns, as io allows)
                     write_records(f, chunk)
                 records.inc(len(chunk))
                 if on_records is not None:
