@@ -43,6 +43,7 @@ def test_placed_chunks_are_the_bytes_written(tmp_path, monkeypatch, mode):
     if mode == "buffered":
         monkeypatch.setattr(streaming_file, "_DIRECT", None)
     monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+    monkeypatch.setattr(streaming_file, "_DIRECT_BLOCK", 8 * KB)  # a placed chunk: many writes
     copied = []
     real = StreamingFile._write_direct
 

@@ -170,8 +170,9 @@ class StreamingFile:
         if tail:
             view[start:at] = stage[:tail]
         blocks = (count + tail) // _ALIGN * _ALIGN
-        if not self._put_blocks(view[start : start + blocks]):
-            return self._refused_placed([view[start : at + count]], count)
+        for step in range(start, start + blocks, _DIRECT_BLOCK):  # (as concat_files writes)
+            if not self._put_blocks(view[step : min(step + _DIRECT_BLOCK, start + blocks)]):
+                return self._refused_placed([view[start : at + count]], count)  # (the first)
         rest = count + tail - blocks
         self._new_stage()[:rest] = view[start + blocks : at + count]
         self._fill = rest
