@@ -25,6 +25,7 @@ from sampler.io.files import (
     shard_name,
     write_error,
 )
+from sampler.io.framed import FrameBuffers
 from sampler.io.graph_tables import read_seed_pairs, read_seeds, seed_edge_keys
 from sampler.io.streaming_file import write_records
 from sampler.sample import in_memory, link, temporal
@@ -140,7 +141,12 @@ def encoded(args, graph, plan, mem, seeds, kernel):
         return kernel.sample_chunk(graph, plan, mem, chunk, randomness, counters)
 
     specs = encode_specs(kernel.output_schema(graph.schema, plan))
-    return encoded_chunks(jobs, sample, specs, threads(args))
+    # records framed where they are encoded, each chunk one write (_write), in buffers that
+    # come back, placed for the file that gets them
+    count, files = threads(args), len(_shard_paths(args))
+    buffers = FrameBuffers.for_threads(count)
+    by_file = (lambda bucket: bucket % files) if files > 1 else None  # as _write writes them
+    return encoded_chunks(jobs, sample, specs, count, framed=buffers, file_of=by_file)
 
 
 def threads(args) -> int:
@@ -156,12 +162,8 @@ def _write(args, chunks, counters, clock: StageClock) -> None:
     The shards are written in a `.temp-samples-*` folder beside them and renamed to their
     final names once all are complete: a run that is killed (SIGKILL, a power loss) leaves no
     truncated shard under a final name, as the Beam runner's concatenation does not."""
-    prefix, num_shards, template = output_shards(args.output_samples)
-    paths = (
-        [prefix]
-        if template == ""
-        else [shard_name(prefix, i, num_shards) for i in range(num_shards)]
-    )
+    paths = _shard_paths(args)
+    prefix = output_shards(args.output_samples)[0]
     folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
     temp = join(folder or ".", f".temp-samples-{uuid.uuid4().hex[:12]}")
     temps = [join(temp, path.rsplit("/", 1)[-1]) for path in paths]
@@ -199,6 +201,14 @@ def _write(args, chunks, counters, clock: StageClock) -> None:
             rename(source, target)
         if not has_scheme(temp):  # an object store has no folder left once its files moved
             delete([temp])
+
+
+def _shard_paths(args) -> list[str]:
+    """The output shards' final paths (bucket b goes to shard b % their count)."""
+    prefix, num_shards, template = output_shards(args.output_samples)
+    if template == "":
+        return [prefix]
+    return [shard_name(prefix, i, num_shards) for i in range(num_shards)]
 
 
 @contextlib.contextmanager

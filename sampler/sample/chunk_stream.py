@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
+from sampler.io.framed import FileOffsets, FrameBuffers, FramedRecords
 from sampler.sample.encode_chunk import encode_chunk
+from sampler.sample.encode_framed import encode_framed
 from sampler.sample.subgraph import SubgraphChunk
 from sampler.threads import ordered_map
 
@@ -33,12 +36,13 @@ SampleChunk = Callable[[S, collections.Counter], SubgraphChunk]
 
 @dataclasses.dataclass
 class EncodedChunk(Generic[K]):
-    """One job's output: the caller's key (a bucket), the subgraphs' records in order, the
+    """One job's output: the caller's key (a bucket), the subgraphs' records in order (each
+    one's bytes, or all of them in TFRecord framing: `framed` of encoded_chunks), the
     kernel's counters, and the job's thread CPU and wall seconds per stage."""
 
     key: K
     subgraphs: int
-    records: list[bytes]
+    records: list[bytes] | FramedRecords
     counters: collections.Counter
     cpu: dict[str, float]
     wall: dict[str, float]
@@ -50,20 +54,29 @@ def encoded_chunks(
     specs,
     threads: int = 1,
     measure: Callable[[SubgraphChunk, collections.Counter], None] | None = None,
+    framed: FrameBuffers | None = None,
+    file_of: Callable[[K], Hashable] | None = None,
 ) -> Iterator[EncodedChunk[K]]:
     """EncodedChunk of each (key, seeds) of `jobs`, in order, on `threads` threads (1: on
     the calling thread). `measure(chunk, counters)` runs on the job's thread before the
-    chunk is encoded (e.g. to count its nodes and edges)."""
+    chunk is encoded (e.g. to count its nodes and edges). With `framed`, each chunk's
+    records come in TFRecord framing, in a buffer of that pool (sampler.sample.encode_framed),
+    which goes back to it when written (sampler.io.streaming_file.write_records), placed for
+    the file `file_of(key)` names (None: one file for all), which gets the chunks in order."""
+    offsets = FileOffsets(file_of) if framed is not None else None
 
-    def job(key_and_seeds: tuple[K, S]) -> EncodedChunk[K]:
-        key, seeds = key_and_seeds
+    def job(numbered: tuple[int, tuple[K, S]]) -> EncodedChunk[K]:
+        index, (key, seeds) = numbered
         counters: collections.Counter = collections.Counter()
         wall, cpu = time.perf_counter(), time.thread_time()
         chunk = sample(seeds, counters)
         if measure is not None:
             measure(chunk, counters)
         wall_sampled, cpu_sampled = time.perf_counter(), time.thread_time()
-        records = encode_chunk(chunk, specs)
+        if offsets is not None:
+            records = encode_framed(chunk, specs, framed, functools.partial(offsets.place, index))
+        else:
+            records = encode_chunk(chunk, specs)
         return EncodedChunk(
             key,
             len(chunk),
@@ -73,7 +86,8 @@ def encoded_chunks(
             {"sample": wall_sampled - wall, "encode": time.perf_counter() - wall_sampled},
         )
 
-    return ordered_map(job, jobs, threads)
+    numbered = offsets.expecting(jobs) if offsets is not None else enumerate(jobs)
+    return ordered_map(job, numbered, threads)
 
 
 def seed_chunks(seeds, order, chunk_size: int) -> Iterator:

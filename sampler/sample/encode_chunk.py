@@ -30,6 +30,7 @@ non-bytes id) is a ValueError naming the set and the feature.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -392,12 +393,31 @@ def _direct_bytes():
 _DIRECT: tuple | None | bool = False  # not checked yet
 
 
-def encode_chunk(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
-    """The serialized tf.Example of every subgraph of `chunk`, in order (see the module
-    docstring); a ValueError naming the set and feature for a chunk that cannot be written."""
+class Layout(NamedTuple):
+    """What the kernels of encode_jit.py need to write a chunk's records: `sizes` (bytes of
+    each record), then write_records' and write_into's other arguments (`arrays` holds the
+    arrays whose addresses `table` gives, while the layout lives)."""
+
+    sizes: np.ndarray
+    total: np.ndarray
+    params: np.ndarray
+    prefixes: np.ndarray
+    table: np.ndarray
+    heads: np.ndarray
+    arrays: _Arrays
+
+    def write_records(self, out, shift: int, first: int, last: int, starts) -> None:
+        """Records first..last-1 into the uint8 array `out`, record i at starts[i] - shift;
+        `out` must have SLACK bytes to spare after the last (they may be written over, as
+        may the SLACK bytes after each record before the next is written)."""
+        k, arguments = _kernels(), (self.total, self.params, self.prefixes, self.table, self.heads)
+        k.write_records(out, shift, first, last, starts, *arguments)
+
+
+def layout(chunk: SubgraphChunk, specs: EncodeSpecs) -> Layout:
+    """The layout of a chunk of at least one subgraph: every record's length and headers; a
+    ValueError naming the set and feature for a chunk that cannot be written."""
     n = len(chunk)
-    if n == 0:
-        return []
     k = _kernels()
     entries = _entries(chunk, specs)
     vlen = k.varint_lengths
@@ -417,14 +437,25 @@ def encode_chunk(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
         prefix_at += len(entry.prefix)
     params = np.array(params, np.int64)
     prefixes = np.concatenate([entry.prefix for entry in entries])
-    table = arrays.table()
+    return Layout(sizes, total, params, prefixes, arrays.table(), heads, arrays)
+
+
+def encode_chunk(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
+    """The serialized tf.Example of every subgraph of `chunk`, in order (see the module
+    docstring); a ValueError naming the set and feature for a chunk that cannot be written."""
+    n = len(chunk)
+    if n == 0:
+        return []
+    k = _kernels()
+    plan = layout(chunk, specs)
+    sizes = plan.sizes
     direct = _direct_bytes()
     if direct is not None and sizes.min() > 1:  # (0 or 1 byte may be a shared object)
         # one copy: each record written straight into its own new bytes object
         new_bytes, offset = direct
         records = [new_bytes(None, size) for size in sizes.tolist()]
         addresses = np.array([id(record) + offset for record in records], np.int64)
-        wrong = k.write_into(addresses, sizes, total, params, prefixes, table, heads)
+        wrong = k.write_into(addresses, sizes, *plan[1:6])
         if wrong >= 0:
             raise AssertionError(f"encode_jit: record {wrong} is not {sizes[wrong]} bytes")
         return records
@@ -439,7 +470,7 @@ def encode_chunk(chunk: SubgraphChunk, specs: EncodeSpecs) -> list[bytes]:
         last = int(np.searchsorted(starts, ends[first] + size, "right")) - 1
         last = max(first + 1, min(last, n))
         shift = ends[first]
-        k.write_records(buffer, shift, first, last, starts, total, params, prefixes, table, heads)
+        plan.write_records(buffer, shift, first, last, starts)
         records += [bytes(view[ends[i] - shift : ends[i + 1] - shift]) for i in range(first, last)]
         first = last
     return records
