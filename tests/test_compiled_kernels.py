@@ -207,6 +207,25 @@ def test_find_members_is_a_search_of_each_samples_members(m):
     assert not got[~found].any()
 
 
+@pytest.mark.parametrize("n_keys", [1, 2, 108])
+@pytest.mark.parametrize("m", [0, 1, 5000])
+def test_sample_positions_is_the_searchsorted_one(n_keys, m):
+    """A bucket's sample fingerprints -> (the sample's index, found), np.searchsorted's
+    position clipped to the last key: on runs of one key (a piece's rows) and keys not there
+    (below, between and above the bucket's)."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng([n_keys, m])
+    sorted_keys = np.unique(rng.integers(1, 2**63, n_keys).astype(np.uint64) * np.uint64(2))
+    key_order = rng.permutation(len(sorted_keys)).astype(np.int64)
+    asked = np.concatenate([sorted_keys, sorted_keys + np.uint64(1), [0, 2**64 - 1]])
+    keys = np.repeat(rng.choice(asked.astype(np.uint64), m), rng.integers(1, 4, m))
+    got, found = assemble_jit.sample_positions(sorted_keys, key_order, keys)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    np.testing.assert_array_equal(found, sorted_keys[pos] == keys)
+    np.testing.assert_array_equal(got, key_order[pos])
+
+
 @pytest.mark.parametrize("m", [0, 30, 5000])
 def test_unique_edges_is_the_numpy_one(m):
     """Order (sample, source, target, edge key, input), each (sample, edge key) kept once

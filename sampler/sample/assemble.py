@@ -145,9 +145,13 @@ def assembled(
         raise ValueError("two sample ids share a 64-bit fingerprint")
 
     def sample_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pos = np.minimum(np.searchsorted(sorted_keys, keys), max(len(sorted_keys) - 1, 0))
-        ok = sorted_keys[pos] == keys if len(sorted_keys) else np.zeros(len(keys), bool)
-        return key_order[pos], ok
+        if len(sorted_keys) == 0:  # (no seeds: rows of no sample, none kept)
+            return key_order[np.zeros(len(keys), np.int64)], np.zeros(len(keys), bool)
+        return kernels("sampler.sample.assemble_jit").sample_positions(
+            np.ascontiguousarray(sorted_keys, np.uint64),
+            np.ascontiguousarray(key_order, np.int64),
+            np.ascontiguousarray(keys, np.uint64),
+        )
 
     n_samples = len(seeds)
     node_rows: dict[str, tuple[NodeBatch, np.ndarray]] = {}

@@ -133,6 +133,36 @@ def find_members(fps, bounds, local, sample, fp):
     return out, found
 
 
+@njit
+def sample_positions(sorted_keys, key_order, keys):
+    """(key_order[p], found) of each of `keys` (sample fingerprints), p its position in
+    `sorted_keys` (not empty; a key not there: the position it would take, clipped to the
+    last): np.searchsorted's, searched once per run of one key (a piece's rows come sample by
+    sample)."""
+    n = len(keys)
+    last = len(sorted_keys) - 1
+    out = np.empty(n, np.int64)
+    found = np.zeros(n, np.bool_)
+    for i in range(n):
+        x = keys[i]
+        if i > 0 and x == keys[i - 1]:
+            out[i] = out[i - 1]
+            found[i] = found[i - 1]
+            continue
+        base = 0
+        size = last + 1
+        while size > 1:
+            half = size >> 1
+            base += half * (sorted_keys[base + half] < x)
+            size -= half
+        base += sorted_keys[base] < x
+        if base > last:
+            base = last
+        out[i] = key_order[base]
+        found[i] = sorted_keys[base] == x
+    return out, found
+
+
 def warm() -> None:
     """Compiles each kernel for the argument types the runs pass (sampler/jit_loader.py)."""
     i64 = np.array([0, 1, 1], np.int64)
@@ -142,3 +172,5 @@ def warm() -> None:
     unique_edges(i64[:2], zeros, zeros, np.array([1, 2], np.uint64), bounds)
     fps = np.array([3, 5, 4], np.uint64)
     find_members(fps, bounds, i64, i64[:2], fps[:2])
+    keys = np.sort(fps)
+    sample_positions(keys, i64, fps)

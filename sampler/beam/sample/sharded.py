@@ -21,7 +21,7 @@ from apache_beam.metrics import Metrics
 
 from sampler import shards
 from sampler.batches import SampledEdges, SampleNodes, Seeds, SharedNodeRows
-from sampler.beam.packing import packed, unpacked
+from sampler.beam.packing import packed, packed_buffers, unpacked, unpacked_buffers
 from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
 from sampler.sample import temporal
@@ -88,7 +88,8 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
 
 
 def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and
+    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`: its
+    arrays views of the bytes read, sampler.beam.packing.unpacked_buffers) and
     counted as received (check_shuffle): the pieces of `first_kind` (the seeds or link
     examples), and node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
@@ -96,7 +97,7 @@ def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dic
     pieces = [unpacked(p) for p in pieces]
     where = [i for i, (_, _, piece) in enumerate(pieces) if isinstance(piece, PieceRange)]
     for i, data in read_pieces(folder, [pieces[i][2] for i in where]):
-        pieces[where[i]] = (*pieces[where[i]][:2], unpacked(data))
+        pieces[where[i]] = (*pieces[where[i]][:2], unpacked_buffers(data))
     for kind, name, piece in pieces:
         received[kind] += len(piece.sample)
         {first_kind: firsts, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
@@ -163,7 +164,8 @@ class ToBuckets(beam.DoFn):
             for bucket, index in shards.by_bucket(piece.sample, self._num_buckets)
         )
         if self._folder is not None:
-            parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
+            pieces = ((b, packed_buffers(p)) for b, p in parts)
+            parts = write_pieces(self._folder, self._kind, pieces)
         for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
 
