@@ -64,3 +64,33 @@ def test_a_value_read_back_holds_its_arrays_in_the_bytes_read(tmp_path):
         assert np.shares_memory(array, held) and array.flags.writeable
         assert array.ctypes.data % 16 == 0
     assert got.rows.features["g"].shape == (0,)
+
+
+def test_batches_pickle_their_sample_keys_and_sources_by_runs():
+    """A batch comes sample by sample (and an op's edges source by source): its pickle holds
+    each run of one key once, and comes back the same; a column without runs as it is."""
+    import pickle
+
+    from sampler.batches import SampledEdges, SampleNodes, SharedNodeRows
+
+    rng = np.random.default_rng(0)
+    keys = np.sort(rng.integers(0, 2**63, 50).astype(np.uint64))
+    sample = np.repeat(keys, 200)
+    node = rng.integers(0, 2**63, len(sample)).astype(np.uint64)
+    src = np.repeat(node[:2000], 5)
+    weight = {"w": rng.random(len(sample)).astype(np.float32)}
+    batches = [
+        (SampleNodes(sample, node, np.arange(len(sample))), 2.1),  # of 3 columns
+        (SampledEdges(sample, src, node, node[::-1].copy(), weight), 2.9),  # of 4.5
+        (SharedNodeRows(sample, np.arange(len(sample)), None), 1.1),  # of 2
+        (SampleNodes(node, node), 2.1),  # no runs: 2 of 2
+    ]
+    for batch, columns in batches:
+        data = pickle.dumps(batch, pickle.HIGHEST_PROTOCOL)
+        got = pickle.loads(data)
+        for name, want in vars(batch).items():
+            if isinstance(want, np.ndarray):
+                np.testing.assert_array_equal(getattr(got, name), want)
+                assert getattr(got, name).dtype == want.dtype
+        assert len(data) < columns * sample.nbytes
+    np.testing.assert_array_equal(got.node, node)
