@@ -64,12 +64,13 @@ def bytes_array(values) -> np.ndarray:
 
 def runs_of(column: np.ndarray):
     """`column` to pickle: (values, lengths) of its runs of equal values where they take at
-    most half its bytes (a batch's sample keys, sorted: one run per sample), else itself."""
+    most three quarters of its bytes (a batch's sample keys, sorted: one run per sample),
+    else itself."""
     n = len(column)
     if n < 64:
         return column
     starts = np.flatnonzero(column[1:] != column[:-1]) + 1
-    if 4 * len(starts) > n:
+    if 2 * len(starts) >= n:
         return column
     starts = np.concatenate([[0], starts])
     lengths = np.diff(np.append(starts, n)).astype(np.uint32 if n < 2**32 else np.int64)

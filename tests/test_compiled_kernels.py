@@ -207,6 +207,34 @@ def test_find_members_is_a_search_of_each_samples_members(m):
     assert not got[~found].any()
 
 
+@pytest.mark.parametrize("per_sample", [0, 1, 2, 3, 900])
+def test_find_in_directory_is_a_search_of_each_samples_members(per_sample):
+    """member_directory + find_in_directory: what a search of the sample's sorted fps finds,
+    on uniform 64-bit fps (a slot a member or so), the extremes 0 and 2**64 - 1, fps that
+    another sample holds, and samples of no member, one, a few."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng(per_sample)
+    counts = np.array([per_sample, 0, 1, per_sample, 2, per_sample // 3])
+    edge = np.array([0, 1, 2**63, 2**64 - 2, 2**64 - 1], np.uint64)
+    fps = [np.unique(np.concatenate([rng.integers(0, 2**64 - 1, c, np.uint64), edge[: c // 2]]))
+           for c in counts]  # fmt: skip
+    bounds = np.concatenate([[0], np.cumsum([len(f) for f in fps])]).astype(np.int64)
+    member_fp = np.concatenate(fps).astype(np.uint64)
+    local = rng.permutation(len(member_fp)).astype(np.int64)
+    pool = np.concatenate([member_fp, member_fp + np.uint64(1), edge])
+    ask_sample = rng.integers(0, len(counts), 4000)
+    ask_fp = rng.choice(pool, 4000) if len(pool) else np.zeros(4000, np.uint64)
+    directory = assemble_jit.member_directory(member_fp, bounds)
+    got, found = assemble_jit.find_in_directory(member_fp, local, *directory, ask_sample, ask_fp)
+    for i in range(len(ask_sample)):
+        mine = member_fp[bounds[ask_sample[i]] : bounds[ask_sample[i] + 1]]
+        at = np.searchsorted(mine, ask_fp[i])
+        hit = at < len(mine) and mine[at] == ask_fp[i]
+        assert found[i] == hit
+        assert got[i] == (local[bounds[ask_sample[i]] + at] if hit else 0)
+
+
 @pytest.mark.parametrize("n_keys", [1, 2, 108])
 @pytest.mark.parametrize("m", [0, 1, 5000])
 def test_sample_positions_is_the_searchsorted_one(n_keys, m):

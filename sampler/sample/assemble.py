@@ -31,11 +31,16 @@ class _LocalIndex:
     bounds: np.ndarray  # int64, one more than the samples
     local: np.ndarray  # the position in its subgraph of each of `fps`
 
+    directory: tuple | None = None  # assemble_jit.member_directory's, made at the first find
+
     def find(self, sample: np.ndarray, fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return kernels("sampler.sample.assemble_jit").find_members(
+        jit = kernels("sampler.sample.assemble_jit")
+        if self.directory is None:
+            self.directory = jit.member_directory(self.fps, self.bounds)
+        return jit.find_in_directory(
             self.fps,
-            self.bounds,
             self.local,
+            *self.directory,
             np.ascontiguousarray(sample, np.int64),
             np.ascontiguousarray(fp, np.uint64),
         )
