@@ -207,6 +207,30 @@ def test_find_members_is_a_search_of_each_samples_members(m):
     assert not got[~found].any()
 
 
+@pytest.mark.parametrize("m", [0, 1, 70, 6000])
+def test_member_orders_are_the_numpy_ones(m):
+    """A bucket's members by (sample, fp, row) and by (sample, seed first, fp, row), and the
+    samples' bounds: numpy's stable sorts of the whole bucket (the assembly's before), with
+    repeated fps, samples without members, and a seed or none per sample."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng(m)
+    n_samples = 11
+    sample = rng.integers(0, n_samples - 2, m)
+    fp = rng.choice(np.array([0, 5, 2**63, 2**64 - 1, 7], np.uint64), m)
+    fp[m // 2 :] = rng.integers(0, 2**64 - 1, m - m // 2, np.uint64)
+    is_seed = rng.random(m) < 0.05
+    by_fp = np.argsort(fp, kind="stable")
+    want_by_sample = by_fp[np.argsort(sample[by_fp], kind="stable")]
+    want_order = by_fp[np.argsort(2 * sample[by_fp] + (~is_seed[by_fp]), kind="stable")]
+    by_sample, order, bounds = assemble_jit.member_orders(sample, fp, is_seed, n_samples)
+    np.testing.assert_array_equal(by_sample, want_by_sample)
+    np.testing.assert_array_equal(order, want_order)
+    np.testing.assert_array_equal(
+        bounds, np.searchsorted(np.sort(sample), np.arange(n_samples + 1))
+    )
+
+
 @pytest.mark.parametrize("per_sample", [0, 1, 2, 3, 900])
 def test_find_in_directory_is_a_search_of_each_samples_members(per_sample):
     """member_directory + find_in_directory: what a search of the sample's sorted fps finds,

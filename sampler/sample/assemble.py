@@ -46,17 +46,6 @@ class _LocalIndex:
         )
 
 
-def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
-    """Stable argsort of small non-negative ints (< bound): a radix sort when they fit 16 bits."""
-    if bound < 2**15:
-        return np.argsort(keys.astype(np.int16), kind="stable")
-    return np.argsort(keys, kind="stable")
-
-
-def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
-    return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
-
-
 def assemble_chunks(
     graph: GraphInfo,
     plan: SamplingPlan,
@@ -175,12 +164,15 @@ def assembled(
             is_seed = fp == seed_nodes[name][s]
             if name == first_set:
                 has_seed[s[is_seed]] = True
-        by_fp = np.argsort(fp, kind="stable")
-        by_sample = by_fp[stable_order(s[by_fp], n_samples)]  # (sample, fp) order
-        order = by_fp[stable_order(2 * s[by_fp] + (~is_seed[by_fp]), 2 * n_samples)]
+        # (sample, fp) order, and (sample, the seed first, fp) order
+        by_sample, order, bounds = kernels("sampler.sample.assemble_jit").member_orders(
+            np.ascontiguousarray(s, np.int64),
+            np.ascontiguousarray(fp, np.uint64),
+            is_seed,
+            n_samples,
+        )
         position = np.empty(len(order), np.int64)  # of each row in `order`
         position[order] = np.arange(len(order))
-        bounds = group_bounds(s[order], n_samples)
         local = position[by_sample] - bounds[s[by_sample]]
         row = row[order]
         index[name] = _LocalIndex(np.ascontiguousarray(fp[by_sample], np.uint64), bounds, local)

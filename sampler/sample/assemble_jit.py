@@ -103,6 +103,43 @@ def unique_edges(sample, src, dst, ekey, src_bounds):
 
 
 @njit
+def member_orders(sample, fp, is_seed, n_samples):
+    """A bucket's member rows (sample index, fp, seed or not) in two orders, and each
+    sample's bounds in them: (sample, fp, row), and the output's (sample, the seed first,
+    fp, row). A counting sort by sample, then a short stable sort of each sample's fps,
+    where numpy sorted the bucket's fps (a merge sort of 64-bit keys) and then twice by
+    sample."""
+    m = len(sample)
+    bounds = np.zeros(n_samples + 1, np.int64)
+    for i in range(m):
+        bounds[sample[i] + 1] += 1
+    for s in range(n_samples):
+        bounds[s + 1] += bounds[s]
+    fill = bounds[:-1].copy()
+    grouped = np.empty(m, np.int64)
+    for i in range(m):
+        grouped[fill[sample[i]]] = i
+        fill[sample[i]] += 1
+    by_sample = np.empty(m, np.int64)
+    order = np.empty(m, np.int64)
+    for s in range(n_samples):
+        a, b = bounds[s], bounds[s + 1]
+        run = grouped[a:b]
+        run = run[np.argsort(fp[run], kind="mergesort")]
+        by_sample[a:b] = run
+        o = a
+        for j in range(b - a):
+            if is_seed[run[j]]:
+                order[o] = run[j]
+                o += 1
+        for j in range(b - a):
+            if not is_seed[run[j]]:
+                order[o] = run[j]
+                o += 1
+    return by_sample, order, bounds
+
+
+@njit
 def member_directory(fps, bounds):
     """A directory of each sample's members for `find_in_directory`: sample s's sorted `fps`
     (in [bounds[s], bounds[s + 1])) cut by their top bits into 2**b slots (2**b >= its
@@ -210,5 +247,6 @@ def warm() -> None:
     fps = np.array([3, 5, 4], np.uint64)
     find_members(fps, bounds, i64, i64[:2], fps[:2])
     find_in_directory(fps, i64, *member_directory(fps, bounds), i64[:2], fps[:2])
+    member_orders(i64, fps, np.array([True, False, True]), 2)
     keys = np.sort(fps)
     sample_positions(keys, i64, fps)
