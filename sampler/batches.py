@@ -271,8 +271,8 @@ class SharedNodeRows:
         each (sample, node) once, and how many nodes were not in the table."""
         requests = requests.unique()
         index, found = table.lookup(requests.node)
-        held, inverse = np.unique(index[found], return_inverse=True)
-        rows = cls(requests.sample[found], inverse.astype(np.int64), table.rows.take(held))
+        held, inverse = unique_inverse(index[found], len(table.rows))
+        rows = cls(requests.sample[found], inverse, table.rows.take(held))
         return rows, int((~found).sum())
 
     def __reduce__(self):  # the sample keys by runs
@@ -280,8 +280,23 @@ class SharedNodeRows:
 
     def take(self, index: np.ndarray) -> SharedNodeRows:
         """Rows `index`, holding only the node rows that they use."""
-        held, inverse = np.unique(self.inverse[index], return_inverse=True)
-        return SharedNodeRows(self.sample[index], inverse.astype(np.int64), self.rows.take(held))
+        held, inverse = unique_inverse(self.inverse[index], len(self.rows))
+        return SharedNodeRows(self.sample[index], inverse, self.rows.take(held))
+
+
+def unique_inverse(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) of row indices in [0, bound), the inverse as
+    int64: by marking the rows held where they are few beside the values (no sort), else
+    by np.unique's sort."""
+    if bound > 4 * len(values):
+        held, inverse = np.unique(values, return_inverse=True)
+        return held, inverse.astype(np.int64)
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    held = np.flatnonzero(seen)
+    position = np.zeros(bound, np.int64)
+    position[held] = np.arange(len(held))
+    return held, position[values]
 
 
 def _sample_nodes(sample, node, time) -> SampleNodes:
