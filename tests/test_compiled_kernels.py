@@ -270,7 +270,9 @@ def test_sample_positions_is_the_searchsorted_one(n_keys, m):
     rng = np.random.default_rng([n_keys, m])
     sorted_keys = np.unique(rng.integers(1, 2**63, n_keys).astype(np.uint64) * np.uint64(2))
     key_order = rng.permutation(len(sorted_keys)).astype(np.int64)
-    asked = np.concatenate([sorted_keys, sorted_keys + np.uint64(1), [0, 2**64 - 1]])
+    asked = np.concatenate(
+        [sorted_keys, sorted_keys + np.uint64(1), np.array([0, 2**64 - 1], np.uint64)]
+    )
     keys = np.repeat(rng.choice(asked.astype(np.uint64), m), rng.integers(1, 4, m))
     got, found = assemble_jit.sample_positions(sorted_keys, key_order, keys)
     pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
