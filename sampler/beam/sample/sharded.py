@@ -293,6 +293,18 @@ class _AllEdges(beam.DoFn):
                 yield edges
 
 
+def bundles_trimmed() -> bool:
+    """Whether this SDK worker gives a bundle's freed pages back when the bundle ends, its
+    malloc arenas capped (pipelines.runtime.worker_buffers: the local runner's forked workers).
+    There a bundle's buckets reuse the pages that the bucket before freed, and giving them back
+    after each bucket only made the next one fault them in again (a sixth of the assembly's
+    CPU at 200k papers, the same peak); elsewhere (Beam's own workers, Dataflow's) each
+    bucket's are given back."""
+    from apache_beam.runners.worker import bundle_processor
+
+    return bool(getattr(bundle_processor.BundleProcessor.process_bundle, "_trims", False))
+
+
 class Assemble(beam.DoFn):
     """(bucket, pieces) -> (bucket, chunk, [serialized tf.Example]) of node seeds; a kind of
     seed overrides `first_kind`, `output_schema` and `chunks`."""
@@ -304,6 +316,7 @@ class Assemble(beam.DoFn):
         self._plan = plan
         self._folder = folder  # of the pieces that ToBuckets put in files
         self._specs = None
+        self._trim_buckets = True
         self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
         self._sizes = SizeCounters()
 
@@ -313,6 +326,7 @@ class Assemble(beam.DoFn):
     def setup(self):
         schema = temporal.output_schema(self.output_schema(), self._plan.seed_time)
         self._specs = encode_specs(schema)
+        self._trim_buckets = not bundles_trimmed()
 
     def chunks(self, seeds, nodes, edges, counters):
         seeds = Seeds.concat(seeds)
@@ -332,7 +346,8 @@ class Assemble(beam.DoFn):
         yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
         self._sizes.flush(counters)
         del firsts, nodes, edges, chunks
-        release_free_memory()  # a bundle assembles many buckets (sampler.memory)
+        if self._trim_buckets:  # a bundle assembles many buckets (sampler.memory)
+            release_free_memory()
 
 
 @beam.typehints.with_output_types(RecordBatch)
