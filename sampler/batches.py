@@ -62,6 +62,26 @@ def bytes_array(values) -> np.ndarray:
     return out
 
 
+def runs_of(column: np.ndarray):
+    """`column` to pickle: (values, lengths) of its runs of equal values where they take at
+    most three quarters of its bytes (a batch's sample keys, sorted: one run per sample),
+    else itself."""
+    n = len(column)
+    if n < 64:
+        return column
+    starts = np.flatnonzero(column[1:] != column[:-1]) + 1
+    if 2 * len(starts) >= n:
+        return column
+    starts = np.concatenate([[0], starts])
+    lengths = np.diff(np.append(starts, n)).astype(np.uint32 if n < 2**32 else np.int64)
+    return column[starts], lengths
+
+
+def from_runs(packed) -> np.ndarray:
+    """The column that `runs_of` made `packed` from."""
+    return np.repeat(*packed) if isinstance(packed, tuple) else packed
+
+
 @dataclasses.dataclass
 class NodeBatch:
     """Rows of one node set: fingerprints, string ids and features."""
@@ -154,6 +174,9 @@ class SampleNodes:
         time = None if self.time is None else self.time[index]
         return SampleNodes(self.sample[index], self.node[index], time)
 
+    def __reduce__(self):  # the sample keys by runs: a batch comes sample by sample
+        return _sample_nodes, (runs_of(self.sample), self.node, self.time)
+
     @classmethod
     def concat(cls, parts: list[SampleNodes]) -> SampleNodes:
         if not parts:
@@ -195,6 +218,10 @@ class SampledEdges:
 
     def __len__(self) -> int:
         return len(self.sample)
+
+    def __reduce__(self):  # the sample keys and sources by runs: a source's edges follow it
+        fields = (self.edge_key, self.features, self.time)
+        return _sampled_edges, (runs_of(self.sample), runs_of(self.src), self.dst, *fields)
 
     def take(self, index) -> SampledEdges:
         return SampledEdges(
@@ -244,14 +271,44 @@ class SharedNodeRows:
         each (sample, node) once, and how many nodes were not in the table."""
         requests = requests.unique()
         index, found = table.lookup(requests.node)
-        held, inverse = np.unique(index[found], return_inverse=True)
-        rows = cls(requests.sample[found], inverse.astype(np.int64), table.rows.take(held))
+        held, inverse = unique_inverse(index[found], len(table.rows))
+        rows = cls(requests.sample[found], inverse, table.rows.take(held))
         return rows, int((~found).sum())
+
+    def __reduce__(self):  # the sample keys by runs
+        return _shared_node_rows, (runs_of(self.sample), self.inverse, self.rows)
 
     def take(self, index: np.ndarray) -> SharedNodeRows:
         """Rows `index`, holding only the node rows that they use."""
-        held, inverse = np.unique(self.inverse[index], return_inverse=True)
-        return SharedNodeRows(self.sample[index], inverse.astype(np.int64), self.rows.take(held))
+        held, inverse = unique_inverse(self.inverse[index], len(self.rows))
+        return SharedNodeRows(self.sample[index], inverse, self.rows.take(held))
+
+
+def unique_inverse(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) of row indices in [0, bound), the inverse as
+    int64: by marking the rows held where they are few beside the values (no sort), else
+    by np.unique's sort."""
+    if bound > 4 * len(values):
+        held, inverse = np.unique(values, return_inverse=True)
+        return held, inverse.astype(np.int64)
+    seen = np.zeros(bound, bool)
+    seen[values] = True
+    held = np.flatnonzero(seen)
+    position = np.zeros(bound, np.int64)
+    position[held] = np.arange(len(held))
+    return held, position[values]
+
+
+def _sample_nodes(sample, node, time) -> SampleNodes:
+    return SampleNodes(from_runs(sample), node, time)
+
+
+def _sampled_edges(sample, src, dst, edge_key, features, time) -> SampledEdges:
+    return SampledEdges(from_runs(sample), from_runs(src), dst, edge_key, features, time)
+
+
+def _shared_node_rows(sample, inverse, rows) -> SharedNodeRows:
+    return SharedNodeRows(from_runs(sample), inverse, rows)
 
 
 @dataclasses.dataclass

@@ -207,6 +207,79 @@ def test_find_members_is_a_search_of_each_samples_members(m):
     assert not got[~found].any()
 
 
+@pytest.mark.parametrize("m", [0, 1, 70, 6000])
+def test_member_orders_are_the_numpy_ones(m):
+    """A bucket's members by (sample, fp, row) and by (sample, seed first, fp, row), and the
+    samples' bounds: numpy's stable sorts of the whole bucket (the assembly's before), with
+    repeated fps, samples without members, and a seed or none per sample."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng(m)
+    n_samples = 11
+    sample = rng.integers(0, n_samples - 2, m)
+    fp = rng.choice(np.array([0, 5, 2**63, 2**64 - 1, 7], np.uint64), m)
+    fp[m // 2 :] = rng.integers(0, 2**64 - 1, m - m // 2, np.uint64)
+    is_seed = rng.random(m) < 0.05
+    by_fp = np.argsort(fp, kind="stable")
+    want_by_sample = by_fp[np.argsort(sample[by_fp], kind="stable")]
+    want_order = by_fp[np.argsort(2 * sample[by_fp] + (~is_seed[by_fp]), kind="stable")]
+    by_sample, order, bounds = assemble_jit.member_orders(sample, fp, is_seed, n_samples)
+    np.testing.assert_array_equal(by_sample, want_by_sample)
+    np.testing.assert_array_equal(order, want_order)
+    np.testing.assert_array_equal(
+        bounds, np.searchsorted(np.sort(sample), np.arange(n_samples + 1))
+    )
+
+
+@pytest.mark.parametrize("per_sample", [0, 1, 2, 3, 900])
+def test_find_in_directory_is_a_search_of_each_samples_members(per_sample):
+    """member_directory + find_in_directory: what a search of the sample's sorted fps finds,
+    on uniform 64-bit fps (a slot a member or so), the extremes 0 and 2**64 - 1, fps that
+    another sample holds, and samples of no member, one, a few."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng(per_sample)
+    counts = np.array([per_sample, 0, 1, per_sample, 2, per_sample // 3])
+    edge = np.array([0, 1, 2**63, 2**64 - 2, 2**64 - 1], np.uint64)
+    fps = [np.unique(np.concatenate([rng.integers(0, 2**64 - 1, c, np.uint64), edge[: c // 2]]))
+           for c in counts]  # fmt: skip
+    bounds = np.concatenate([[0], np.cumsum([len(f) for f in fps])]).astype(np.int64)
+    member_fp = np.concatenate(fps).astype(np.uint64)
+    local = rng.permutation(len(member_fp)).astype(np.int64)
+    pool = np.concatenate([member_fp, member_fp + np.uint64(1), edge])
+    ask_sample = rng.integers(0, len(counts), 4000)
+    ask_fp = rng.choice(pool, 4000) if len(pool) else np.zeros(4000, np.uint64)
+    directory = assemble_jit.member_directory(member_fp, bounds)
+    got, found = assemble_jit.find_in_directory(member_fp, local, *directory, ask_sample, ask_fp)
+    for i in range(len(ask_sample)):
+        mine = member_fp[bounds[ask_sample[i]] : bounds[ask_sample[i] + 1]]
+        at = np.searchsorted(mine, ask_fp[i])
+        hit = at < len(mine) and mine[at] == ask_fp[i]
+        assert found[i] == hit
+        assert got[i] == (local[bounds[ask_sample[i]] + at] if hit else 0)
+
+
+@pytest.mark.parametrize("n_keys", [1, 2, 108])
+@pytest.mark.parametrize("m", [0, 1, 5000])
+def test_sample_positions_is_the_searchsorted_one(n_keys, m):
+    """A bucket's sample fingerprints -> (the sample's index, found), np.searchsorted's
+    position clipped to the last key: on runs of one key (a piece's rows) and keys not there
+    (below, between and above the bucket's)."""
+    from sampler.sample import assemble_jit
+
+    rng = np.random.default_rng([n_keys, m])
+    sorted_keys = np.unique(rng.integers(1, 2**63, n_keys).astype(np.uint64) * np.uint64(2))
+    key_order = rng.permutation(len(sorted_keys)).astype(np.int64)
+    asked = np.concatenate(
+        [sorted_keys, sorted_keys + np.uint64(1), np.array([0, 2**64 - 1], np.uint64)]
+    )
+    keys = np.repeat(rng.choice(asked.astype(np.uint64), m), rng.integers(1, 4, m))
+    got, found = assemble_jit.sample_positions(sorted_keys, key_order, keys)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    np.testing.assert_array_equal(found, sorted_keys[pos] == keys)
+    np.testing.assert_array_equal(got, key_order[pos])
+
+
 @pytest.mark.parametrize("m", [0, 30, 5000])
 def test_unique_edges_is_the_numpy_one(m):
     """Order (sample, source, target, edge key, input), each (sample, edge key) kept once

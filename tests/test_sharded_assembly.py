@@ -83,3 +83,35 @@ def test_split_index_keeps_each_keys_rows_in_input_order_on_both_sides_of_16_bit
         assert [k for k, _ in got] == sorted(set(keys.tolist()))
         for key, rows in got:
             np.testing.assert_array_equal(rows, np.flatnonzero(keys == key))
+
+
+def test_buckets_give_their_pages_back_only_where_bundles_do_not(tmp_path, monkeypatch):
+    """An SDK worker whose bundles give their freed pages back when they end (the local
+    runner's forked workers: pipelines.runtime.worker_buffers) keeps them between its buckets,
+    which reuse them; any other gives them back after each bucket."""
+    from apache_beam.runners.worker import bundle_processor
+
+    from sampler.beam.packing import packed
+    from sampler.beam.sample import sharded
+
+    graph = synthetic.generate_mag(30, seed=2, feature_dim=4)
+    info = load_graph(synthetic.write_graph(graph, str(tmp_path / "g"), fmt="parquet"))
+    plan = make_plan(info, synthetic.mag_sampling_spec())
+    seeds = Seeds(np.array([7], np.uint64), bytes_array([b"s"]), bytes_array([b"p"]),
+                  np.array([3], np.uint64))  # fmt: skip
+    trims = []
+    monkeypatch.setattr(sharded, "release_free_memory", lambda: trims.append(1))
+    process = bundle_processor.BundleProcessor.process_bundle
+    for bundles_trim, want in [(False, 2), (True, 0)]:
+
+        def trimmed(*args, **kwargs):
+            return process(*args, **kwargs)
+
+        trimmed._trims = bundles_trim
+        monkeypatch.setattr(bundle_processor.BundleProcessor, "process_bundle", trimmed)
+        trims.clear()
+        fn = sharded.Assemble(info, plan, None)
+        fn.setup()
+        for bucket in (0, 1):
+            list(fn.process((bucket, [packed((sharded.SEEDS, "", seeds))])))
+        assert len(trims) == want

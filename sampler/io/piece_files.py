@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from sampler.errors import UserError
 from sampler.io import files
 
+Piece = bytes | bytearray | list  # one piece's bytes, or its buffers in order
+
 
 class PieceRange(typing.NamedTuple):
     """Bytes [offset, offset + length) of the file `name` of the folder: one piece."""
@@ -27,8 +29,9 @@ class PieceRange(typing.NamedTuple):
     length: int
 
 
-def write_pieces(folder: str, prefix: str, pieces: Iterable[tuple[object, bytes]]) -> list:
-    """[(key, PieceRange)] of `pieces` ((key, bytes)), written in order to one new file of
+def write_pieces(folder: str, prefix: str, pieces: Iterable[tuple[object, Piece]]) -> list:
+    """[(key, PieceRange)] of `pieces` ((key, bytes, or buffers written one after another as
+    one piece: a value with its arrays out of band)), written in order to one new file of
     `folder`, named `prefix-<random>`; a file that cannot be written is a UserError."""
     name = f"{prefix}-{uuid.uuid4().hex}"
     path = files.join(folder, name)
@@ -36,16 +39,18 @@ def write_pieces(folder: str, prefix: str, pieces: Iterable[tuple[object, bytes]
     try:
         with files.create_file(path) as out:
             for key, data in pieces:
-                out.write(data)
-                ranges.append((key, PieceRange(name, offset, len(data))))
-                offset += len(data)
+                start = offset
+                for buffer in [data] if isinstance(data, bytes | bytearray) else data:
+                    out.write(buffer)
+                    offset += memoryview(buffer).nbytes
+                ranges.append((key, PieceRange(name, start, offset - start)))
     except OSError as e:
         raise files.write_error(path, e) from e
     return ranges
 
 
-def read_pieces(folder: str, ranges: list[PieceRange]) -> Iterator[tuple[int, bytes]]:
-    """(i, the bytes of ranges[i]) for each range of a file of `folder`, file by file (each
+def read_pieces(folder: str, ranges: list[PieceRange]) -> Iterator[tuple[int, bytearray]]:
+    """(i, the bytes of ranges[i], writable) for each range of a file of `folder`, file by file (each
     opened once); a range that the file no longer holds is a UserError."""
     by_name: dict[str, list[int]] = {}
     for i, where in enumerate(ranges):
@@ -55,10 +60,22 @@ def read_pieces(folder: str, ranges: list[PieceRange]) -> Iterator[tuple[int, by
         with files.open_file(path) as f:
             for i in sorted(indices, key=lambda i: ranges[i].offset):
                 f.seek(ranges[i].offset)
-                data = f.read(ranges[i].length)
-                if len(data) != ranges[i].length:
+                data = bytearray(ranges[i].length)
+                got = _read_into(f, data)
+                if got != ranges[i].length:
                     raise UserError(
-                        f"{path}: cut short ({len(data)} of {ranges[i].length} bytes at"
+                        f"{path}: cut short ({got} of {ranges[i].length} bytes at"
                         f" {ranges[i].offset}): was the run's temporary folder changed?"
                     )
                 yield i, data
+
+
+def _read_into(f, data: bytearray) -> int:
+    """Reads into `data` until it is full or the file ends: how many bytes were read."""
+    view, got = memoryview(data), 0
+    while got < len(data):
+        n = f.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got

@@ -31,25 +31,19 @@ class _LocalIndex:
     bounds: np.ndarray  # int64, one more than the samples
     local: np.ndarray  # the position in its subgraph of each of `fps`
 
+    directory: tuple | None = None  # assemble_jit.member_directory's, made at the first find
+
     def find(self, sample: np.ndarray, fp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return kernels("sampler.sample.assemble_jit").find_members(
+        jit = kernels("sampler.sample.assemble_jit")
+        if self.directory is None:
+            self.directory = jit.member_directory(self.fps, self.bounds)
+        return jit.find_in_directory(
             self.fps,
-            self.bounds,
             self.local,
+            *self.directory,
             np.ascontiguousarray(sample, np.int64),
             np.ascontiguousarray(fp, np.uint64),
         )
-
-
-def stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
-    """Stable argsort of small non-negative ints (< bound): a radix sort when they fit 16 bits."""
-    if bound < 2**15:
-        return np.argsort(keys.astype(np.int16), kind="stable")
-    return np.argsort(keys, kind="stable")
-
-
-def group_bounds(sorted_groups: np.ndarray, num_groups: int) -> np.ndarray:
-    return np.searchsorted(sorted_groups, np.arange(num_groups + 1))
 
 
 def assemble_chunks(
@@ -145,9 +139,13 @@ def assembled(
         raise ValueError("two sample ids share a 64-bit fingerprint")
 
     def sample_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pos = np.minimum(np.searchsorted(sorted_keys, keys), max(len(sorted_keys) - 1, 0))
-        ok = sorted_keys[pos] == keys if len(sorted_keys) else np.zeros(len(keys), bool)
-        return key_order[pos], ok
+        if len(sorted_keys) == 0:  # (no seeds: rows of no sample, none kept)
+            return key_order[np.zeros(len(keys), np.int64)], np.zeros(len(keys), bool)
+        return kernels("sampler.sample.assemble_jit").sample_positions(
+            np.ascontiguousarray(sorted_keys, np.uint64),
+            np.ascontiguousarray(key_order, np.int64),
+            np.ascontiguousarray(keys, np.uint64),
+        )
 
     n_samples = len(seeds)
     node_rows: dict[str, tuple[NodeBatch, np.ndarray]] = {}
@@ -166,12 +164,15 @@ def assembled(
             is_seed = fp == seed_nodes[name][s]
             if name == first_set:
                 has_seed[s[is_seed]] = True
-        by_fp = np.argsort(fp, kind="stable")
-        by_sample = by_fp[stable_order(s[by_fp], n_samples)]  # (sample, fp) order
-        order = by_fp[stable_order(2 * s[by_fp] + (~is_seed[by_fp]), 2 * n_samples)]
+        # (sample, fp) order, and (sample, the seed first, fp) order
+        by_sample, order, bounds = kernels("sampler.sample.assemble_jit").member_orders(
+            np.ascontiguousarray(s, np.int64),
+            np.ascontiguousarray(fp, np.uint64),
+            is_seed,
+            n_samples,
+        )
         position = np.empty(len(order), np.int64)  # of each row in `order`
         position[order] = np.arange(len(order))
-        bounds = group_bounds(s[order], n_samples)
         local = position[by_sample] - bounds[s[by_sample]]
         row = row[order]
         index[name] = _LocalIndex(np.ascontiguousarray(fp[by_sample], np.uint64), bounds, local)

@@ -103,12 +103,80 @@ def unique_edges(sample, src, dst, ekey, src_bounds):
 
 
 @njit
-def find_members(fps, bounds, local, sample, fp):
-    """(`local` of (sample[i], fp[i]), found) for each i: `fps` holds each sample's members'
-    fingerprints sorted, sample s's in [bounds[s], bounds[s + 1]); a binary search of that
-    sample's few hundred or thousand, where numpy searched the bucket's twice; a row that
-    repeats the one before it (a source's edges come one after another) is not searched
-    again. Not found: 0, False."""
+def member_orders(sample, fp, is_seed, n_samples):
+    """A bucket's member rows (sample index, fp, seed or not) in two orders, and each
+    sample's bounds in them: (sample, fp, row), and the output's (sample, the seed first,
+    fp, row). A counting sort by sample, then a short stable sort of each sample's fps,
+    where numpy sorted the bucket's fps (a merge sort of 64-bit keys) and then twice by
+    sample."""
+    m = len(sample)
+    bounds = np.zeros(n_samples + 1, np.int64)
+    for i in range(m):
+        bounds[sample[i] + 1] += 1
+    for s in range(n_samples):
+        bounds[s + 1] += bounds[s]
+    fill = bounds[:-1].copy()
+    grouped = np.empty(m, np.int64)
+    for i in range(m):
+        grouped[fill[sample[i]]] = i
+        fill[sample[i]] += 1
+    by_sample = np.empty(m, np.int64)
+    order = np.empty(m, np.int64)
+    for s in range(n_samples):
+        a, b = bounds[s], bounds[s + 1]
+        run = grouped[a:b]
+        run = run[np.argsort(fp[run], kind="mergesort")]
+        by_sample[a:b] = run
+        o = a
+        for j in range(b - a):
+            if is_seed[run[j]]:
+                order[o] = run[j]
+                o += 1
+        for j in range(b - a):
+            if not is_seed[run[j]]:
+                order[o] = run[j]
+                o += 1
+    return by_sample, order, bounds
+
+
+@njit
+def member_directory(fps, bounds):
+    """A directory of each sample's members for `find_in_directory`: sample s's sorted `fps`
+    (in [bounds[s], bounds[s + 1])) cut by their top bits into 2**b slots (2**b >= its
+    members: fingerprints are uniform, about one member a slot); slot k of sample s holds
+    members [slots[starts[s] + k], slots[starts[s] + k + 1]), those whose fp >> shifts[s] is
+    k (a sample of one member or none: one slot, shift 64)."""
+    n_samples = len(bounds) - 1
+    shifts = np.empty(n_samples, np.uint64)
+    starts = np.empty(n_samples + 1, np.int64)
+    total = 0
+    for s in range(n_samples):
+        bits = 0
+        while (1 << bits) < bounds[s + 1] - bounds[s]:
+            bits += 1
+        shifts[s] = 64 - bits
+        starts[s] = total
+        total += (1 << bits) + 1
+    starts[n_samples] = total
+    slots = np.empty(total, np.int64)
+    for s in range(n_samples):
+        hi = bounds[s + 1]
+        first, size, shift = starts[s], starts[s + 1] - starts[s] - 1, shifts[s]
+        j = bounds[s]
+        for k in range(size):
+            while j < hi and shift < 64 and np.int64(fps[j] >> shift) < k:
+                j += 1
+            slots[first + k] = j
+        slots[first + size] = hi
+    return shifts, starts, slots
+
+
+@njit
+def find_in_directory(fps, local, shifts, starts, slots, sample, fp):
+    """(`local` of (sample[i], fp[i]), found) for each i, the first such member: a look in
+    its slot of `member_directory`'s (a member or two), where a binary search of the
+    sample's members took ten mispredicted steps; a row that repeats the one before it (a
+    source's edges come one after another) is not looked up again. Not found: 0, False."""
     n = len(sample)
     out = np.zeros(n, np.int64)
     found = np.zeros(n, np.bool_)
@@ -118,18 +186,54 @@ def find_members(fps, bounds, local, sample, fp):
             out[i] = out[i - 1]
             found[i] = found[i - 1]
             continue
-        lo, end = bounds[s], bounds[s + 1]
-        hi = end
         x = fp[i]
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if fps[mid] < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < end and fps[lo] == x:
-            out[i] = local[lo]
+        shift = shifts[s]
+        at = starts[s] + (np.int64(x >> shift) if shift < 64 else 0)
+        j, end = slots[at], slots[at + 1]
+        while j < end and fps[j] < x:
+            j += 1
+        if j < end and fps[j] == x:
+            out[i] = local[j]
             found[i] = True
+    return out, found
+
+
+@njit
+def find_members(fps, bounds, local, sample, fp):
+    """(`local` of (sample[i], fp[i]), found) for each i: `fps` holds each sample's members'
+    fingerprints sorted, sample s's in [bounds[s], bounds[s + 1]); `find_in_directory` with
+    the members' directory made for these rows alone. Not found: 0, False."""
+    shifts, starts, slots = member_directory(fps, bounds)
+    return find_in_directory(fps, local, shifts, starts, slots, sample, fp)
+
+
+@njit
+def sample_positions(sorted_keys, key_order, keys):
+    """(key_order[p], found) of each of `keys` (sample fingerprints), p its position in
+    `sorted_keys` (not empty; a key not there: the position it would take, clipped to the
+    last): np.searchsorted's, searched once per run of one key (a piece's rows come sample by
+    sample)."""
+    n = len(keys)
+    last = len(sorted_keys) - 1
+    out = np.empty(n, np.int64)
+    found = np.zeros(n, np.bool_)
+    for i in range(n):
+        x = keys[i]
+        if i > 0 and x == keys[i - 1]:
+            out[i] = out[i - 1]
+            found[i] = found[i - 1]
+            continue
+        base = 0
+        size = last + 1
+        while size > 1:
+            half = size >> 1
+            base += half * (sorted_keys[base + half] < x)
+            size -= half
+        base += sorted_keys[base] < x
+        if base > last:
+            base = last
+        out[i] = key_order[base]
+        found[i] = sorted_keys[base] == x
     return out, found
 
 
@@ -142,3 +246,7 @@ def warm() -> None:
     unique_edges(i64[:2], zeros, zeros, np.array([1, 2], np.uint64), bounds)
     fps = np.array([3, 5, 4], np.uint64)
     find_members(fps, bounds, i64, i64[:2], fps[:2])
+    find_in_directory(fps, i64, *member_directory(fps, bounds), i64[:2], fps[:2])
+    member_orders(i64, fps, np.array([True, False, True]), 2)
+    keys = np.sort(fps)
+    sample_positions(keys, i64, fps)

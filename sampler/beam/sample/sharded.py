@@ -21,7 +21,7 @@ from apache_beam.metrics import Metrics
 
 from sampler import shards
 from sampler.batches import SampledEdges, SampleNodes, Seeds, SharedNodeRows
-from sampler.beam.packing import packed, unpacked
+from sampler.beam.packing import packed, packed_buffers, unpacked, unpacked_buffers
 from sampler.io.piece_files import PieceRange, read_pieces, write_pieces
 from sampler.memory import release_free_memory
 from sampler.sample import temporal
@@ -88,7 +88,8 @@ def encoded_chunk_batches(bucket: int, chunks, specs, sizes, counters):
 
 
 def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dict, dict]:
-    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`) and
+    """A bucket's packed pieces unpacked (a PieceRange read from its file in `folder`: its
+    arrays views of the bytes read, sampler.beam.packing.unpacked_buffers) and
     counted as received (check_shuffle): the pieces of `first_kind` (the seeds or link
     examples), and node set -> node rows (SharedNodeRows), edge set -> sampled edges."""
     firsts, nodes, edges = [], collections.defaultdict(list), collections.defaultdict(list)
@@ -96,7 +97,7 @@ def bucket_parts(pieces, first_kind: str, folder: str | None) -> tuple[list, dic
     pieces = [unpacked(p) for p in pieces]
     where = [i for i, (_, _, piece) in enumerate(pieces) if isinstance(piece, PieceRange)]
     for i, data in read_pieces(folder, [pieces[i][2] for i in where]):
-        pieces[where[i]] = (*pieces[where[i]][:2], unpacked(data))
+        pieces[where[i]] = (*pieces[where[i]][:2], unpacked_buffers(data))
     for kind, name, piece in pieces:
         received[kind] += len(piece.sample)
         {first_kind: firsts, NODES: nodes[name], EDGES: edges[name]}[kind].append(piece)
@@ -163,7 +164,8 @@ class ToBuckets(beam.DoFn):
             for bucket, index in shards.by_bucket(piece.sample, self._num_buckets)
         )
         if self._folder is not None:
-            parts = write_pieces(self._folder, self._kind, ((b, packed(p)) for b, p in parts))
+            pieces = ((b, packed_buffers(p)) for b, p in parts)
+            parts = write_pieces(self._folder, self._kind, pieces)
         for bucket, part in parts:
             yield bucket, packed((self._kind, self._name, part))
 
@@ -291,6 +293,18 @@ class _AllEdges(beam.DoFn):
                 yield edges
 
 
+def bundles_trimmed() -> bool:
+    """Whether this SDK worker gives a bundle's freed pages back when the bundle ends, its
+    malloc arenas capped (pipelines.runtime.worker_buffers: the local runner's forked workers).
+    There a bundle's buckets reuse the pages that the bucket before freed, and giving them back
+    after each bucket only made the next one fault them in again (a sixth of the assembly's
+    CPU at 200k papers, the same peak); elsewhere (Beam's own workers, Dataflow's) each
+    bucket's are given back."""
+    from apache_beam.runners.worker import bundle_processor
+
+    return bool(getattr(bundle_processor.BundleProcessor.process_bundle, "_trims", False))
+
+
 class Assemble(beam.DoFn):
     """(bucket, pieces) -> (bucket, chunk, [serialized tf.Example]) of node seeds; a kind of
     seed overrides `first_kind`, `output_schema` and `chunks`."""
@@ -302,6 +316,7 @@ class Assemble(beam.DoFn):
         self._plan = plan
         self._folder = folder  # of the pieces that ToBuckets put in files
         self._specs = None
+        self._trim_buckets = True
         self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
         self._sizes = SizeCounters()
 
@@ -311,6 +326,7 @@ class Assemble(beam.DoFn):
     def setup(self):
         schema = temporal.output_schema(self.output_schema(), self._plan.seed_time)
         self._specs = encode_specs(schema)
+        self._trim_buckets = not bundles_trimmed()
 
     def chunks(self, seeds, nodes, edges, counters):
         seeds = Seeds.concat(seeds)
@@ -330,7 +346,8 @@ class Assemble(beam.DoFn):
         yield from encoded_chunk_batches(bucket, chunks, self._specs, self._sizes, counters)
         self._sizes.flush(counters)
         del firsts, nodes, edges, chunks
-        release_free_memory()  # a bundle assembles many buckets (sampler.memory)
+        if self._trim_buckets:  # a bundle assembles many buckets (sampler.memory)
+            release_free_memory()
 
 
 @beam.typehints.with_output_types(RecordBatch)
