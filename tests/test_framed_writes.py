@@ -103,13 +103,32 @@ def test_placed_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
         assert path.read_bytes() == b"".join(pieces)
 
 
-def test_framed_records_to_other_streams(tmp_path):
-    """A stream that is not a StreamingFile gets the framed bytes in one write."""
-    records = [b"a", b"bc" * 3000]
+@pytest.mark.parametrize("size", [6 * KB, 256 * KB, 256 * KB + 1, 700 * KB])
+def test_framed_records_to_other_streams(tmp_path, monkeypatch, size):
+    """A stream that is not a StreamingFile (and a StreamingFile without direct writes) gets
+    the framed bytes in order, in pieces of at most a quarter of the file buffer, on both
+    sides of that size."""
+    records = [b"a", random.Random(size).randbytes(size)]
     framed = tfrecord.frame(records)
+    writes = []
+
+    class Plain:
+        def __init__(self, f):
+            self._f = f
+
+        def write(self, data):
+            writes.append(len(data))
+            return self._f.write(data)
+
     with open(tmp_path / "plain", "wb") as f:
-        assert write_records(f, _placed(framed, 0, FrameBuffers(1))) == len(framed)
+        assert write_records(Plain(f), _placed(framed, 0, FrameBuffers(1))) == len(framed)
     assert (tmp_path / "plain").read_bytes() == framed
+    assert max(writes) <= streaming_file._BUFFER // 4 and sum(writes) == len(framed)
+    monkeypatch.setattr(streaming_file, "_DIRECT", None)  # (a filesystem without O_DIRECT)
+    with StreamingFile(str(tmp_path / "streamed")) as f:
+        assert not f._direct
+        assert write_records(f, _placed(framed, 0, FrameBuffers(1))) == len(framed)
+    assert (tmp_path / "streamed").read_bytes() == framed
 
 
 def test_file_offsets_are_known_once_the_chunks_before_are():

@@ -22,7 +22,6 @@ from sampler.beam.sample.sharded import (
 )
 from sampler.beam.sample.snapshot import mapped_graph
 from sampler.beam.sample.write import ShardParts
-from sampler.io.framed import FrameBuffers
 from sampler.node_table import merge_node_tables
 from sampler.sample import in_memory
 from sampler.sample.adjacency import merge_adjacency
@@ -140,14 +139,11 @@ class SampleOnWorkers(beam.PTransform):
             self._parts = parts
             self._num_buckets = num_buckets
             self._specs = None
-            self._buffers = None  # with `parts`: the records framed where they are encoded
             self._bucket_samples = Metrics.distribution(NAMESPACE, "bucket_samples")
             self._sizes = SizeCounters()
 
         def setup(self):
             self._specs = encode_specs(self._kernel.output_schema(self._graph.schema, self._plan))
-            if self._parts is not None:
-                self._buffers = FrameBuffers.for_threads(self._threads or cpu_count())
 
         def process(self, bucket_parts, *side):
             """(bucket, chunk index, records) of each chunk of the bucket's seeds, sampled and
@@ -157,14 +153,12 @@ class SampleOnWorkers(beam.PTransform):
             if self._parts is None:
                 yield from self._sampled(bucket_parts, side)
                 return
-            sampled = self._sampled(bucket_parts, side, self._buffers)
-            chunks = (records for _, _, records in sampled)
+            chunks = (records for _, _, records in self._sampled(bucket_parts, side))
             alone = self._parts.num_shards >= self._num_buckets  # its shard's only bucket
             yield self._parts.write(bucket_parts[0], chunks, alone)
 
-        def _sampled(self, bucket_parts, side, framed=None):
-            """(bucket, chunk index, records) of each chunk of the bucket's seeds, in order
-            (with `framed`, a FrameBuffers pool: FramedRecords, chunk_stream.encoded_chunks)."""
+        def _sampled(self, bucket_parts, side):
+            """(bucket, chunk index, records) of each chunk of the bucket's seeds, in order."""
             bucket, parts = bucket_parts
             memory = self.graph_on_worker(side).memory
             seeds = self.received_seeds(self._kernel.seeds_type, parts)
@@ -176,8 +170,7 @@ class SampleOnWorkers(beam.PTransform):
             jobs = ((bucket, chunk) for chunk in kernel.seed_chunks(seeds, self._chunk_size))
             threads = self._threads or cpu_count()
             counters = collections.Counter()
-            measure = SubgraphChunk.count_sizes
-            done = encoded_chunks(jobs, sample, self._specs, threads, measure, framed)
+            done = encoded_chunks(jobs, sample, self._specs, threads, SubgraphChunk.count_sizes)
             for index, chunk in enumerate(done):
                 counters.update(chunk.counters)
                 counters["subgraphs"] += chunk.subgraphs

@@ -29,7 +29,6 @@ from apache_beam.metrics import Metrics
 
 from sampler.io import gcs, tfrecord
 from sampler.io.files import has_scheme, shard_name, write_error
-from sampler.io.framed import FramedRecords
 from sampler.io.streaming_file import StreamingFile, concat_files, write_records
 
 NAMESPACE = "sampler"
@@ -55,9 +54,8 @@ def _renamed(part: str, final: str) -> bool:
 
 
 def _write_part(path: str, chunks, alone: bool = False, on_records=None) -> None:
-    """The record lists `chunks` (or FramedRecords) as one TFRecord part file, in their order.
-    A local part is written record by record (no joined copy), or a chunk at a time when
-    framed already: `alone` (the shard's only part, renamed into
+    """The record lists `chunks` as one TFRecord part file, in their order. A local part is
+    written record by record (no joined copy): `alone` (the shard's only part, renamed into
     place) streamed to the disk, else left in the page cache for the concatenation soon."""
     records = Metrics.counter(NAMESPACE, "records_written")
     try:
@@ -69,9 +67,9 @@ def _write_part(path: str, chunks, alone: bool = False, on_records=None) -> None
             stream = StreamingFile(path) if alone else open(path, "wb", 1 << 20)
         with stream as f:
             for chunk in chunks:
-                if remote and not isinstance(chunk, FramedRecords):  # one write a chunk: each
-                    f.write(tfrecord.frame(chunk))  # write is a call into the client
-                else:  # (framed: one write; the buffer reused once it returns, as io allows)
+                if remote:  # one write a chunk: each write is a call into the client
+                    f.write(tfrecord.frame(chunk))
+                else:
                     write_records(f, chunk)
                 records.inc(len(chunk))
                 if on_records is not None:
