@@ -94,3 +94,20 @@ def test_batches_pickle_their_sample_keys_and_sources_by_runs():
                 assert getattr(got, name).dtype == want.dtype
         assert len(data) < columns * sample.nbytes
     np.testing.assert_array_equal(got.node, node)
+
+
+@pytest.mark.parametrize("bound", [10, 399, 400, 401, 100_000])
+def test_shared_rows_are_found_as_np_unique_finds_them(bound):
+    """unique_inverse (the rows a piece of shared node rows holds, and each value's position
+    among them) is np.unique's, by marking where the rows are few beside the values and by
+    sorting where they are many: both sides of 4 values a row."""
+    from sampler.batches import unique_inverse
+
+    rng = np.random.default_rng(bound)
+    values = rng.integers(0, bound, 100)
+    held, inverse = unique_inverse(values, bound)
+    want_held, want_inverse = np.unique(values, return_inverse=True)
+    np.testing.assert_array_equal(held, want_held)
+    np.testing.assert_array_equal(inverse, want_inverse)
+    assert inverse.dtype == np.int64
+    np.testing.assert_array_equal(held[inverse], values)
