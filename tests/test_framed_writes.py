@@ -5,8 +5,6 @@ mixed with plain writes; and where each chunk starts in its file (FileOffsets)."
 
 from __future__ import annotations
 
-import errno
-import os
 import random
 
 import numpy as np
@@ -15,6 +13,7 @@ import pytest
 from sampler.io import streaming_file, tfrecord
 from sampler.io.framed import ALIGN, FileOffsets, FrameBuffers, FramedRecords
 from sampler.io.streaming_file import StreamingFile, write_records
+from tests.test_streaming_file import refuse_aligned_writes
 
 KB = 1 << 10
 
@@ -82,15 +81,7 @@ def test_placed_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
     chunk, and what the stage held, through the buffered file."""
     if not _direct_writes(tmp_path):
         pytest.skip("no O_DIRECT writes on this filesystem")
-    real_write = os.write
-
-    def refuse(fd, data):
-        if len(data) % 4096 == 0 and len(data) >= 4096:
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_write(fd, data)
-
-    monkeypatch.setattr(streaming_file.os, "write", refuse)
-    monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+    refuse_aligned_writes(monkeypatch)
     pool, rng = FrameBuffers(1), random.Random(5)
     for head in (100, 9000):  # the stage: part of a block, more than one
         pieces = [rng.randbytes(head), rng.randbytes(20 * KB), rng.randbytes(30 * KB)]

@@ -79,9 +79,9 @@ def test_direct_writes_then_buffered_ones(tmp_path, monkeypatch):
     assert path.read_bytes() == b"".join(pieces[:3]) + part.read_bytes() + pieces[3]
 
 
-def test_direct_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
-    """A filesystem that takes O_DIRECT but refuses the aligned writes (EINVAL): every byte
-    through the buffered file, from the first."""
+def refuse_aligned_writes(monkeypatch) -> None:
+    """A filesystem that takes O_DIRECT but refuses aligned writes (EINVAL), with a 16 kB
+    stage."""
     real_write = os.write
 
     def refuse(fd, data):
@@ -91,6 +91,12 @@ def test_direct_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
 
     monkeypatch.setattr(streaming_file.os, "write", refuse)
     monkeypatch.setattr(streaming_file, "_DIRECT_STAGE", 16 * KB)
+
+
+def test_direct_writes_refused_go_the_buffered_way(tmp_path, monkeypatch):
+    """A filesystem that takes O_DIRECT but refuses the aligned writes (EINVAL): every byte
+    through the buffered file, from the first."""
+    refuse_aligned_writes(monkeypatch)
     pieces = _pieces(2, 1 << 20)
     path = tmp_path / "out"
     with StreamingFile(str(path), window=64 * KB) as f:
