@@ -111,3 +111,21 @@ def test_shared_rows_are_found_as_np_unique_finds_them(bound):
     np.testing.assert_array_equal(inverse, want_inverse)
     assert inverse.dtype == np.int64
     np.testing.assert_array_equal(held[inverse], values)
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 200])
+def test_batches_pickled_by_runs_on_both_sides_of_the_shortest(n):
+    """A batch's sample keys come back the same whether the column is too short to be
+    pickled by runs (under 64 rows) or is, with runs or without."""
+    import pickle
+
+    from sampler.batches import SampleNodes, runs_of
+
+    keys = np.repeat(np.arange(0, n, 4, dtype=np.uint64), 4)[:n]
+    node = np.arange(n, dtype=np.uint64)
+    for sample in (keys, node):  # runs of 4; no runs
+        got = pickle.loads(pickle.dumps(SampleNodes(sample, node), pickle.HIGHEST_PROTOCOL))
+        np.testing.assert_array_equal(got.sample, sample)
+        assert got.sample.dtype == sample.dtype
+    assert isinstance(runs_of(keys), tuple) == (n >= 64)
+    assert not isinstance(runs_of(node), tuple)
